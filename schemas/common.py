@@ -1,0 +1,48 @@
+"""Types shared by several messages: tier names, letter grades, floats that may be infinite."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import ConfigDict, StringConstraints, WithJsonSchema
+
+TIER_PATTERN: Final = r"^T[0-9]{1,2}$"
+_TIER_RE: Final = re.compile(TIER_PATTERN)
+
+TierName = Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
+"""A tier, `T0` (bare prompt baseline) to `T99`."""
+
+Grade = Literal["A", "B", "C", "D", "F"]
+
+RejectReason = Literal["invalid_json", "schema", "unknown_model", "too_large"]
+"""Why an input message was dead-lettered."""
+
+ExtendedFloat = Annotated[
+    float,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number"},
+                {"type": "string", "enum": ["Infinity"]},
+            ],
+            "description": 'A number, or the string "Infinity" (JSON has no infinity literal).',
+        }
+    ),
+]
+"""A float that may be +inf (cost of pass when nothing passed); written as "Infinity" in JSON."""
+
+OUTPUT_MODEL_CONFIG: Final = ConfigDict(
+    frozen=True,
+    extra="ignore",
+    ser_json_inf_nan="strings",
+)
+"""Config of every message evalstream emits: immutable, infinity written as the string "Infinity",
+unknown fields ignored when read back so that consumers survive additive schema changes."""
+
+
+def tier_sort_key(tier: str) -> tuple[int, str]:
+    """Order tiers numerically (T2 < T10); the name breaks ties between `T1` and `T01`."""
+    if not _TIER_RE.match(tier):
+        raise ValueError(f"not a tier name: {tier!r}")
+    return int(tier[1:]), tier

@@ -1,0 +1,41 @@
+"""The document `stream-app replay` writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from schemas.aggregates import TierAggregate
+from schemas.common import OUTPUT_MODEL_CONFIG, RejectReason
+from schemas.cross_tier import CrossTierReport
+
+
+class ReplayRejection(BaseModel):
+    """One rejected line of the replayed file."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    line: int = Field(description="1-based physical line number.")
+    reason: RejectReason
+    detail: Any
+
+
+class IgnoredCounts(BaseModel):
+    """Valid events that changed nothing."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    duplicate: int = Field(description="run_id already in its window.")
+    late: int = Field(description="Older than every run of its full window.")
+
+
+class ReplayReport(BaseModel):
+    """Final state after replaying a file of events."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    tiers: list[TierAggregate] = Field(description="Sorted by experiment, then numeric tier.")
+    cross_tier: list[CrossTierReport] = Field(description="Sorted by experiment.")
+    rejected: list[ReplayRejection]
+    ignored: IgnoredCounts

@@ -1,0 +1,79 @@
+"""The input event: one finished evaluation run, as published on the `run-completed` topic."""
+
+from __future__ import annotations
+
+from typing import Final, Literal, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from schemas.common import TierName
+
+MAX_TOKENS: Final = 2**53 - 1
+"""Token counts above this are rejected: they cannot be real and would lose precision as floats."""
+
+_INPUT_CONFIG: Final = ConfigDict(
+    strict=True,  # no "1" for 1, no 0/1 for booleans
+    allow_inf_nan=False,  # NaN and Infinity literals are rejected, never clamped
+    extra="ignore",  # producers may add fields; unknown ones are ignored
+    frozen=True,
+)
+
+
+class JudgmentSummary(BaseModel):
+    """The judges' consensus."""
+
+    model_config = _INPUT_CONFIG
+
+    weighted_score: float = Field(
+        ge=0.0, le=1.0, description="Weighted requirement satisfaction, within [0, 1]."
+    )
+
+
+class Judgment(BaseModel):
+    """The judge's verdict on a run."""
+
+    model_config = _INPUT_CONFIG
+
+    summary: JudgmentSummary
+
+
+class TokenUsage(BaseModel):
+    """Tokens billed for the run."""
+
+    model_config = _INPUT_CONFIG
+
+    input: int = Field(ge=0, le=MAX_TOKENS)
+    output: int = Field(ge=0, le=MAX_TOKENS)
+    cache_creation: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    cache_read: int = Field(default=0, ge=0, le=MAX_TOKENS)
+
+
+class RunCompleted(BaseModel):
+    """A `run-completed` event. `run_id` is the idempotency key: a re-sent `run_id` is a duplicate
+    whatever its content, so producers must never reuse one for a different run."""
+
+    model_config = _INPUT_CONFIG
+
+    schema_version: Literal[1] = Field(default=1, description="Only version 1 exists.")
+    run_id: str = Field(min_length=1, max_length=200, description="The idempotency key.")
+    experiment_id: str = Field(default="default", min_length=1, max_length=200)
+    tier: TierName = Field(description="`T0` … `T99`; sorted numerically.")
+    model: str = Field(
+        min_length=1, max_length=200, description="The model; key of the pricing table."
+    )
+    subtest: str | None = Field(default=None, max_length=200)
+    run_number: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    passed: bool
+    judgment: Judgment
+    tokens: TokenUsage
+    cost_usd: float | None = Field(
+        default=None, ge=0.0, description="Billed cost; when absent it is priced from tokens."
+    )
+    started_at: AwareDatetime = Field(description="ISO-8601 with a UTC offset.")
+    completed_at: AwareDatetime = Field(description="ISO-8601 with a UTC offset; >= started_at.")
+
+    @model_validator(mode="after")
+    def _completed_not_before_started(self) -> Self:
+        if self.completed_at < self.started_at:
+            raise ValueError("completed_at is before started_at")
+        return self

@@ -1,0 +1,29 @@
+"""Per-run metrics of seed 001, computed from one accepted `RunCompleted`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel
+
+from schemas.common import OUTPUT_MODEL_CONFIG, ExtendedFloat, Grade
+
+
+class RunMetrics(BaseModel):
+    """One run's metrics. `cost_of_pass` is +inf ("Infinity") for a failed run."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    run_id: str
+    experiment_id: str
+    tier: str
+    model: str
+    completed_at: AwareDatetime
+    pass_rate: float
+    impl_rate: float
+    cost_usd: float
+    cost_source: Literal["event", "pricing"]
+    duration_seconds: float
+    cost_of_pass: ExtendedFloat
+    composite_score: float
+    grade: Grade

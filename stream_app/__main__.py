@@ -1,0 +1,5 @@
+"""`python -m stream_app` is `stream-app`."""
+
+from stream_app.cli import main
+
+raise SystemExit(main())

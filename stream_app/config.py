@@ -1,0 +1,131 @@
+"""Configuration: `CoreConfig` is what the pure core needs; `Settings` adds the service's settings
+and loads everything from `EVALSTREAM_*` environment variables and an optional YAML/TOML file.
+
+Precedence, highest first: explicit overrides, environment, config file, defaults. Nested values
+use `__` in variable names (`EVALSTREAM_GRADE_THRESHOLDS__A=0.9`) or JSON
+(`EVALSTREAM_PASS_AT_K='{"k_values": [1, 3]}'`). The `pricing` table is merged over the built-in
+one: entries you give replace or add models, the rest stay.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
+
+from schemas.common import TierName
+from stream_app.metrics.grades import GradeThresholds
+from stream_app.metrics.pass_at_k import DEFAULT_K_VALUES
+from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, normalize_model_name
+from stream_app.metrics.run_metrics import CompositeWeights
+
+ONE_MIB: Final = 1024 * 1024
+
+
+class PassAtKConfig(BaseModel):
+    """Which k the aggregates report pass@k for (seed 004's `pass_at_k.k_values`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    k_values: tuple[int, ...] = DEFAULT_K_VALUES
+
+    @field_validator("k_values")
+    @classmethod
+    def _positive_sorted(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(k < 1 for k in value):
+            raise ValueError("k_values must be a non-empty list of integers >= 1")
+        return tuple(sorted(set(value)))
+
+
+class CoreConfig(BaseModel):
+    """Everything the metric formulas, the windows and the validation depend on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window_size: int = Field(default=10, ge=1, le=10_000, description="Runs per tier window.")
+    composite_weights: CompositeWeights = CompositeWeights()
+    grade_thresholds: GradeThresholds = GradeThresholds()
+    baseline_tier: TierName = "T0"
+    pass_at_k: PassAtKConfig = PassAtKConfig()
+    pricing: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="USD per 1M tokens; merged over the built-in table."
+    )
+    max_message_bytes: int = Field(default=ONE_MIB, ge=1, description="Larger inputs: too_large.")
+
+    @cached_property
+    def price_table(self) -> dict[str, ModelPrice]:
+        """The built-in prices with the configured ones on top (names case-insensitive)."""
+        return {
+            **DEFAULT_PRICING,
+            **{normalize_model_name(k): v for k, v in self.pricing.items()},
+        }
+
+
+class Settings(CoreConfig, BaseSettings):
+    """All settings of evalstream. Build with `load_settings()`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVALSTREAM_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be loaded; the message is one line for the user."""
+
+
+def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSettingsSource:
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return YamlConfigSettingsSource(settings_cls, yaml_file=path)
+    if suffix == ".toml":
+        return TomlConfigSettingsSource(settings_cls, toml_file=path)
+    raise ConfigError(f"config file {path}: use .yaml, .yml or .toml")
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Settings from overrides, environment and the optional config file, in that precedence."""
+    path = Path(config_file) if config_file is not None else None
+    if path is not None and not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            sources = [init_settings, env_settings]
+            if path is not None:
+                sources.append(_file_source(settings_cls, path))
+            return tuple(sources)
+
+    try:
+        return _Loaded(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        where = f" (from {path})" if path else ""
+        raise ConfigError(f"invalid configuration{where}: {problems}") from None
+    except ConfigError:
+        raise
+    except Exception as exc:  # unreadable or malformed YAML/TOML
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"cannot read config file {path}: {reason}") from None

@@ -1,0 +1,100 @@
+"""Seed 001's per-run metrics of one accepted `RunCompleted`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Final, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.run_completed import RunCompleted
+from schemas.run_metrics import RunMetrics
+from stream_app.metrics.grades import DEFAULT_THRESHOLDS, GradeThresholds, assign_letter_grade
+from stream_app.metrics.pricing import ModelPrice, find_price
+
+
+class CompositeWeights(BaseModel):
+    """Weights of the composite score (seed 001: 0.5 / 0.5)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pass_rate: float = Field(default=0.5, ge=0, allow_inf_nan=False)
+    impl_rate: float = Field(default=0.5, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _positive_total(self) -> Self:
+        if self.pass_rate + self.impl_rate <= 0:
+            raise ValueError("composite weights must not both be 0")
+        return self
+
+
+DEFAULT_WEIGHTS: Final = CompositeWeights()
+
+
+class UnknownModelError(LookupError):
+    """The event has no `cost_usd` and its model is not in the pricing table."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"model {model!r} is not in the pricing table and the event has no cost_usd"
+        )
+        self.model = model
+
+
+def pass_rate(passed: bool) -> float:
+    """1.0 for a passed run, 0.0 otherwise."""
+    return 1.0 if passed else 0.0
+
+
+def cost_of_pass(cost_usd: float, rate: float) -> float:
+    """cost / pass_rate: what one pass costs; +inf when the run did not pass."""
+    if rate == 0:
+        return math.inf
+    return cost_usd / rate
+
+
+def composite_score(
+    pass_rate_value: float, impl_rate: float, weights: CompositeWeights = DEFAULT_WEIGHTS
+) -> float:
+    """(pass·w_pass + impl·w_impl) / (w_pass + w_impl)."""
+    total = weights.pass_rate + weights.impl_rate
+    return (pass_rate_value * weights.pass_rate + impl_rate * weights.impl_rate) / total
+
+
+def run_cost_usd(run: RunCompleted, pricing: Mapping[str, ModelPrice]) -> tuple[float, bool]:
+    """The run's cost and whether it came from the event (True) or the price table (False)."""
+    if run.cost_usd is not None:
+        return run.cost_usd, True
+    price = find_price(run.model, pricing)
+    if price is None:
+        raise UnknownModelError(run.model)
+    return price.cost_usd(run.tokens), False
+
+
+def compute_run_metrics(
+    run: RunCompleted,
+    pricing: Mapping[str, ModelPrice],
+    weights: CompositeWeights = DEFAULT_WEIGHTS,
+    thresholds: GradeThresholds = DEFAULT_THRESHOLDS,
+) -> RunMetrics:
+    """Every per-run metric; raises UnknownModelError when the run cannot be priced."""
+    cost, from_event = run_cost_usd(run, pricing)
+    rate = pass_rate(run.passed)
+    impl = run.judgment.summary.weighted_score
+    composite = composite_score(rate, impl, weights)
+    return RunMetrics(
+        run_id=run.run_id,
+        experiment_id=run.experiment_id,
+        tier=run.tier,
+        model=run.model,
+        completed_at=run.completed_at,
+        pass_rate=rate,
+        impl_rate=impl,
+        cost_usd=cost,
+        cost_source="event" if from_event else "pricing",
+        duration_seconds=(run.completed_at - run.started_at).total_seconds(),
+        cost_of_pass=cost_of_pass(cost, rate),
+        composite_score=composite,
+        grade=assign_letter_grade(composite, thresholds),
+    )

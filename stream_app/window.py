@@ -1,0 +1,121 @@
+"""The rolling window of one `(experiment_id, tier)`: the `capacity` greatest runs by
+`(completed_at, run_id)` among every accepted run of that key.
+
+A run whose `run_id` is already in the window is a duplicate; a run older than the window's oldest
+while the window is full is late; both are ignored. The final window is therefore a pure function
+of the *set* of events, whatever their order or repetition: redelivery after a crash is harmless.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final, NamedTuple
+
+from schemas.run_metrics import RunMetrics
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def to_epoch_us(moment: datetime) -> int:
+    """Exact integer microseconds since the epoch (aware datetimes only)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_epoch_us(us: int) -> datetime:
+    """The UTC datetime of `to_epoch_us`."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+class WindowEntry(NamedTuple):
+    """What a window keeps of a run. Tuple order is the window order: (completed_at, run_id)."""
+
+    completed_at_us: int
+    run_id: str
+    pass_rate: float
+    impl_rate: float
+    cost_usd: float
+    duration_seconds: float
+    cost_of_pass: float
+    composite_score: float
+
+    @classmethod
+    def from_metrics(cls, m: RunMetrics) -> WindowEntry:
+        return cls(
+            to_epoch_us(m.completed_at),
+            m.run_id,
+            m.pass_rate,
+            m.impl_rate,
+            m.cost_usd,
+            m.duration_seconds,
+            m.cost_of_pass,
+            m.composite_score,
+        )
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        return self.completed_at_us, self.run_id
+
+
+class AddOutcome(StrEnum):
+    ADDED = "added"
+    DUPLICATE = "duplicate"
+    LATE = "late"
+
+
+class TierWindow:
+    """A bounded, ordered, duplicate-free set of runs (oldest first)."""
+
+    __slots__ = ("_entries", "_ids", "capacity")
+
+    def __init__(self, capacity: int, entries: Iterable[WindowEntry] = ()) -> None:
+        if capacity < 1:
+            raise ValueError("window capacity must be >= 1")
+        self.capacity = capacity
+        self._entries: list[WindowEntry] = []
+        self._ids: set[str] = set()
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: WindowEntry) -> AddOutcome:
+        """Insert a run in order, evicting the oldest when over capacity."""
+        if entry.run_id in self._ids:
+            return AddOutcome.DUPLICATE
+        entries = self._entries
+        key = entry.sort_key
+        if len(entries) >= self.capacity and key < entries[0].sort_key:
+            return AddOutcome.LATE
+        bisect.insort(entries, entry, key=_sort_key)
+        self._ids.add(entry.run_id)
+        if len(entries) > self.capacity:
+            evicted = entries.pop(0)
+            self._ids.discard(evicted.run_id)
+        return AddOutcome.ADDED
+
+    @property
+    def entries(self) -> Sequence[WindowEntry]:
+        """Oldest to newest."""
+        return tuple(self._entries)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._entries) >= self.capacity
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def to_state(self) -> list[list[Any]]:
+        """A JSON-friendly snapshot (one list per run, oldest first); see `from_state`."""
+        return [list(e) for e in self._entries]
+
+    @classmethod
+    def from_state(cls, capacity: int, state: Iterable[Sequence[Any]]) -> TierWindow:
+        """Rebuild a window; a smaller capacity than the snapshot's keeps the newest runs."""
+        return cls(capacity, (WindowEntry(*row) for row in state))
+
+
+def _sort_key(entry: WindowEntry) -> tuple[int, str]:
+    return entry.completed_at_us, entry.run_id

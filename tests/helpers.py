@@ -1,0 +1,42 @@
+"""Shared test helpers: event factories and paths (imported by the test modules)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).parent / "data"
+SAMPLE_FILE = DATA_DIR / "scylla-sample.jsonl"
+
+BASE_EVENT: dict[str, Any] = {
+    "schema_version": 1,
+    "run_id": "exp/T0/00/run_01",
+    "experiment_id": "exp",
+    "tier": "T0",
+    "model": "claude-haiku-4-5",
+    "subtest": "00",
+    "run_number": 1,
+    "passed": True,
+    "judgment": {"summary": {"weighted_score": 0.85}},
+    "tokens": {"input": 100, "output": 200, "cache_creation": 0, "cache_read": 0},
+    "cost_usd": 0.5,
+    "started_at": "2026-01-05T09:00:00Z",
+    "completed_at": "2026-01-05T09:01:00Z",
+}
+
+
+def make_event(**overrides: Any) -> dict[str, Any]:
+    """A valid event with top-level fields replaced; `None` removes a field."""
+    event = copy.deepcopy(BASE_EVENT)
+    for key, value in overrides.items():
+        if value is None:
+            event.pop(key, None)
+        else:
+            event[key] = value
+    return event
+
+
+def encode(event: dict[str, Any]) -> bytes:
+    return json.dumps(event).encode()

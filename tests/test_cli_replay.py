@@ -1,0 +1,80 @@
+"""`stream-app replay` as a user runs it: a real subprocess of the installed console script."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import SAMPLE_FILE, encode, make_event
+
+STREAM_APP = shutil.which("stream-app") or str(Path(sys.executable).parent / "stream-app")
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [STREAM_APP, *args], input=stdin, capture_output=True, timeout=60, check=False
+    )
+
+
+def test_replay_file() -> None:
+    proc = run("replay", str(SAMPLE_FILE))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert set(doc) == {"tiers", "cross_tier", "rejected", "ignored"}
+    assert len(doc["tiers"]) == 21
+    assert [c["experiment_id"] for c in doc["cross_tier"]] == ["test-001", "test-002", "test-003"]
+    assert doc["ignored"] == {"duplicate": 0, "late": 0}
+    assert proc.stderr == b""
+
+
+def test_replay_stdin_strict_and_rejections() -> None:
+    payload = encode(make_event()) + b"\n\nnot json\n" + encode(make_event(passed=1)) + b"\n"
+    proc = run("replay", "-", stdin=payload)
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert [(r["line"], r["reason"]) for r in doc["rejected"]] == [
+        (3, "invalid_json"),
+        (4, "schema"),
+    ]
+    assert b"2 line(s) rejected" in proc.stderr
+    strict = run("replay", "--strict", "-", stdin=payload)
+    assert strict.returncode == 1
+    clean = run("replay", "--strict", "-", stdin=encode(make_event()))
+    assert clean.returncode == 0
+
+
+def test_config_file_changes_the_result(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("window_size: 3\npass_at_k: {k_values: [1, 2]}\n")
+    doc = json.loads(run("replay", str(SAMPLE_FILE), "--config", str(cfg)).stdout)
+    assert {t["runs"] for t in doc["tiers"]} == {3}
+    assert set(doc["tiers"][0]["pass_at_k"]) == {"1", "2"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["replay", "/nonexistent.jsonl"], b"cannot read /nonexistent.jsonl"),
+        (["replay", "-", "--config", "/nonexistent.yaml"], b"does not exist"),
+    ],
+)
+def test_user_errors_are_one_line(args: list[str], message: bytes) -> None:
+    proc = run(*args, stdin=b"")
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert b"Traceback" not in proc.stderr
+    assert proc.stderr.count(b"\n") == 1
+
+
+def test_module_entry_point_and_version() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "stream_app", "--version"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(b"evalstream ")

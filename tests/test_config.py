@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pytest
+
+from stream_app.config import ConfigError, load_settings
+
+
+def test_defaults() -> None:
+    s = load_settings()
+    assert s.window_size == 10
+    assert (s.composite_weights.pass_rate, s.composite_weights.impl_rate) == (0.5, 0.5)
+    assert (
+        s.grade_thresholds.A,
+        s.grade_thresholds.B,
+        s.grade_thresholds.C,
+        s.grade_thresholds.D,
+    ) == (0.95, 0.85, 0.75, 0.65)
+    assert s.baseline_tier == "T0"
+    assert s.pass_at_k.k_values == (1, 5, 10)
+    assert s.max_message_bytes == 1024 * 1024
+    assert "claude-sonnet-4" in s.price_table
+
+
+def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSTREAM_WINDOW_SIZE", "5")
+    monkeypatch.setenv("EVALSTREAM_GRADE_THRESHOLDS__A", "0.9")
+    monkeypatch.setenv("EVALSTREAM_PASS_AT_K", '{"k_values": [3, 1]}')
+    s = load_settings()
+    assert s.window_size == 5
+    assert s.grade_thresholds.A == 0.9
+    assert s.pass_at_k.k_values == (1, 3)
+
+
+def test_yaml_file_and_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "evalstream.yaml"
+    cfg.write_text(
+        "window_size: 7\nbaseline_tier: T1\ncomposite_weights: {pass_rate: 1, impl_rate: 3}\n"
+        "pricing:\n  My-Model: {input: 1.5, output: 2}\n"
+    )
+    s = load_settings(cfg)
+    assert (s.window_size, s.baseline_tier, s.composite_weights.impl_rate) == (7, "T1", 3.0)
+    assert s.price_table["my-model"].input == 1.5
+    assert "gpt-4o" in s.price_table  # merged over the built-in table
+    monkeypatch.setenv("EVALSTREAM_WINDOW_SIZE", "3")
+    assert load_settings(cfg).window_size == 3  # environment beats the file
+    assert load_settings(cfg, window_size=4).window_size == 4
+
+
+def test_toml_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "evalstream.toml"
+    cfg.write_text(
+        'baseline_tier = "T2"\n[grade_thresholds]\nA = 0.99\n[pass_at_k]\nk_values = [1, 2]\n'
+    )
+    s = load_settings(cfg)
+    assert (s.baseline_tier, s.grade_thresholds.A, s.pass_at_k.k_values) == ("T2", 0.99, (1, 2))
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix", "message"),
+    [
+        ("windo_size: 3\n", ".yaml", "windo_size: Extra inputs"),
+        ("window_size: 0\n", ".yaml", "window_size"),
+        ("grade_thresholds: {A: 0.5, B: 0.9}\n", ".yaml", "A >= B"),
+        ("baseline_tier: X1\n", ".yaml", "baseline_tier"),
+        ("pass_at_k: {k_values: [0]}\n", ".yaml", "k_values"),
+        ("window_size: [\n", ".yaml", "cannot read"),
+        ("window_size = 3\n", ".ini", "use .yaml"),
+    ],
+)
+def test_bad_config_is_one_clear_error(
+    tmp_path: Path, text: str, suffix: str, message: str
+) -> None:
+    cfg = tmp_path / f"c{suffix}"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_settings(cfg)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings("/nonexistent/evalstream.yaml")

@@ -1,0 +1,88 @@
+import math
+
+import pytest
+
+from schemas import Statistics, TierAggregate
+from stream_app.metrics.cross_tier import cross_tier_report, tier_uplift
+
+
+def stats(value: float) -> Statistics:
+    return Statistics(
+        median=value, mean=value, mode=value, min=value, max=value, std_dev=0.0, count=10
+    )
+
+
+def aggregate(
+    tier: str, composite: float, pass_rate: float = 1.0, impl: float = 0.8, cost: float = 0.1
+) -> TierAggregate:
+    return TierAggregate(
+        experiment_id="e",
+        tier=tier,
+        runs=10,
+        capacity=10,
+        run_ids=[f"{tier}-{i}" for i in range(10)],
+        latest_completed_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
+        pass_rate=stats(pass_rate),
+        impl_rate=stats(impl),
+        cost_usd=stats(cost),
+        duration_seconds=stats(60.0),
+        cost_of_pass=stats(cost),
+        composite_score=stats(composite),
+        grade="C",
+        pass_at_k={"1": pass_rate},
+    )
+
+
+def test_seed_example_3() -> None:
+    composites = {"T0": 0.70, "T1": 0.80, "T2": 0.85, "T3": 0.90}
+    report = cross_tier_report("e", {t: aggregate(t, c, impl=c) for t, c in composites.items()})
+    assert report.tier_uplift["T1"] == pytest.approx(0.142857, abs=1e-6)
+    assert report.tier_uplift["T2"] == pytest.approx(0.214286, abs=1e-6)
+    assert report.tier_uplift["T3"] == pytest.approx(0.285714, abs=1e-6)
+    assert "T0" not in report.tier_uplift
+    assert report.impl_rate_variance == pytest.approx(0.00546875, abs=1e-12)
+
+
+def test_tiers_sort_numerically() -> None:
+    report = cross_tier_report("e", {t: aggregate(t, 0.5) for t in ["T10", "T2", "T0", "T1"]})
+    assert report.tiers == ["T0", "T1", "T2", "T10"]
+    assert list(report.tier_uplift) == ["T1", "T2", "T10"]
+
+
+def test_uplift_undefined_when_baseline_scores_zero() -> None:
+    assert tier_uplift(0.5, 0.0) is None
+    report = cross_tier_report("e", {"T0": aggregate("T0", 0.0), "T1": aggregate("T1", 0.5)})
+    assert report.tier_uplift == {"T1": None}
+    assert report.model_dump_json().count('"T1":null') == 1
+
+
+def test_no_baseline_yet_gives_empty_uplift() -> None:
+    report = cross_tier_report("e", {"T1": aggregate("T1", 0.5), "T2": aggregate("T2", 0.7)})
+    assert report.tier_uplift == {}
+
+
+def test_variances_and_cost_delta() -> None:
+    report = cross_tier_report(
+        "e",
+        {
+            "T0": aggregate("T0", 0.5, pass_rate=0.0, cost=0.10),
+            "T1": aggregate("T1", 0.5, pass_rate=1.0, cost=0.30),
+        },
+    )
+    assert report.pass_rate_variance == 0.25
+    assert report.cost_variance == pytest.approx(0.01)
+    assert report.cost_delta == pytest.approx(0.20)
+
+
+def test_single_tier_has_zero_spread() -> None:
+    report = cross_tier_report("e", {"T0": aggregate("T0", 0.5)})
+    assert (report.pass_rate_variance, report.cost_variance, report.cost_delta) == (0.0, 0.0, 0.0)
+    assert report.tier_uplift == {}
+    assert not math.isnan(report.impl_rate_variance)
+
+
+def test_custom_baseline() -> None:
+    report = cross_tier_report(
+        "e", {"T0": aggregate("T0", 0.4), "T1": aggregate("T1", 0.5)}, baseline_tier="T1"
+    )
+    assert report.tier_uplift == {"T0": pytest.approx(-0.2)}

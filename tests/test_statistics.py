@@ -1,0 +1,97 @@
+import math
+import statistics as stdlib_stats
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stream_app.metrics.statistics import (
+    compute_statistics,
+    mean,
+    median,
+    mode,
+    population_variance,
+    std_dev,
+)
+
+finite = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+def test_seed_example_2_ten_run_aggregation() -> None:
+    values = [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+    s = compute_statistics(values)
+    assert s.median == 1.0
+    assert s.mean == pytest.approx(0.8, abs=1e-15)
+    assert s.mode == 1.0
+    assert (s.min, s.max, s.count) == (0.0, 1.0, 10)
+    assert s.std_dev == pytest.approx(0.4, abs=1e-15)
+
+
+def test_median_odd_and_even() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert median([7.0]) == 7.0
+
+
+def test_mode_rounds_to_six_decimals_and_takes_smallest_tie() -> None:
+    assert mode([0.1234564, 0.1234561, 0.9]) == 0.123456
+    assert mode([3.0, 2.0, 3.0, 2.0, 5.0]) == 2.0
+    assert mode([0.5, 0.25, 0.75]) == 0.25
+
+
+def test_population_not_sample_std_dev() -> None:
+    assert std_dev([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == 2.0
+    assert population_variance([1.0]) == 0.0
+
+
+def test_infinity_propagates_without_nan() -> None:
+    s = compute_statistics([0.5, math.inf, 0.25, math.inf])
+    assert s.mean == math.inf
+    assert s.std_dev == math.inf
+    assert s.median == math.inf  # (0.5 + inf) / 2
+    assert s.min == 0.25
+    assert s.max == math.inf
+    assert s.mode == math.inf  # inf appears twice
+    all_inf = compute_statistics([math.inf, math.inf])
+    assert (all_inf.median, all_inf.mean, all_inf.std_dev) == (math.inf, math.inf, math.inf)
+    assert not any(math.isnan(v) for v in all_inf.model_dump().values())
+
+
+def test_odd_count_with_infinity_in_upper_half() -> None:
+    s = compute_statistics([0.1, 0.2, math.inf])
+    assert s.median == 0.2
+    assert s.mean == math.inf
+
+
+@pytest.mark.parametrize("fn", [median, mean, mode, std_dev, compute_statistics])
+def test_empty_input_is_an_error(fn: object) -> None:
+    with pytest.raises(ValueError, match="no values"):
+        fn([])  # type: ignore[operator]
+
+
+def test_nan_is_refused() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        compute_statistics([0.1, math.nan])
+
+
+def test_constant_values_have_exactly_zero_spread() -> None:
+    s = compute_statistics([0.1] * 10)
+    assert s.mean == 0.1
+    assert s.std_dev == 0.0
+
+
+@given(st.lists(finite, min_size=1, max_size=30), st.randoms())
+def test_order_does_not_change_any_statistic(values: list[float], rnd: object) -> None:
+    shuffled = list(values)
+    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    assert compute_statistics(values) == compute_statistics(shuffled)
+
+
+@given(st.lists(finite, min_size=1, max_size=30))
+def test_agrees_with_the_standard_library(values: list[float]) -> None:
+    s = compute_statistics(values)
+    assert s.median == pytest.approx(stdlib_stats.median(values), rel=1e-12, abs=1e-12)
+    assert s.mean == pytest.approx(stdlib_stats.fmean(values), rel=1e-12, abs=1e-9)
+    assert s.std_dev == pytest.approx(stdlib_stats.pstdev(values), rel=1e-9, abs=1e-6)
+    assert s.min <= s.mean <= s.max
+    assert s.std_dev >= 0
