@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from stream_app import __version__
+from stream_app.broker import BrokerError
 from stream_app.config import ConfigError, load_settings
 from stream_app.replay import replay_lines
+from stream_app.worker import StartupError
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -48,6 +50,71 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_REJECTED if args.strict and report.rejected else EXIT_OK
 
 
+def _cmd_broker(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from stream_app.broker import EmbeddedBroker
+
+    settings = load_settings(args.config)
+    broker = EmbeddedBroker(port=args.port, binary=settings.tansu_bin).start()
+    print(f"Tansu broker listening on {broker.address} (memory storage)", flush=True)
+    print(f"  export EVALSTREAM_BROKER_URL={broker.url}", flush=True)
+    print("Ctrl-C stops it.", flush=True)
+    stop = {"signal": 0}
+
+    def _stop(signum: int, _frame: object) -> None:
+        stop["signal"] = signum
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        while not stop["signal"]:
+            if broker.process is None or broker.process.poll() is not None:
+                raise UserError("the broker exited unexpectedly")
+            time.sleep(0.2)
+    finally:
+        broker.stop()
+    print("broker stopped", flush=True)
+    return EXIT_OK
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from stream_app.worker import run_worker
+
+    return run_worker(load_settings(args.config))
+
+
+def _cmd_produce(args: argparse.Namespace) -> int:
+    import asyncio
+    from collections.abc import Iterable
+
+    from stream_app.producer import produce
+    from stream_app.synthetic import GradeDrop, synthetic_lines
+
+    settings = load_settings(args.config)
+    lines: Iterable[bytes]
+    total = None
+    if args.synthetic is not None:
+        drop = None if args.no_drop else GradeDrop(experiment="synthetic-01", tier=args.drop_tier)
+        lines = synthetic_lines(
+            args.synthetic, experiments=args.experiments, seed=args.seed, drop=drop
+        )
+        total = args.synthetic
+    elif args.file == "-":
+        lines = sys.stdin.buffer
+    elif args.file:
+        path = Path(args.file)
+        if not path.is_file():
+            raise UserError(f"cannot read {path}: no such file")
+        lines = path.read_bytes().splitlines()
+        total = len(lines)
+    else:
+        raise UserError("give FILE, - for stdin, or --synthetic N")
+    asyncio.run(produce(settings, lines, rate=args.rate, total=total))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-app",
@@ -68,6 +135,28 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--strict", action="store_true", help="exit 1 when any line was rejected")
     _add_config(replay)
     replay.set_defaults(handler=_cmd_replay)
+
+    broker = sub.add_parser(
+        "broker", help="run the embedded Tansu broker on 127.0.0.1 until Ctrl-C"
+    )
+    broker.add_argument("--port", type=int, default=9092, help="port (default 9092; 0 = any free)")
+    _add_config(broker)
+    broker.set_defaults(handler=_cmd_broker)
+
+    worker = sub.add_parser("worker", help="run the streaming worker (Faust) until Ctrl-C")
+    _add_config(worker)
+    worker.set_defaults(handler=_cmd_worker)
+
+    produce = sub.add_parser("produce", help="publish run-completed events to the input topic")
+    produce.add_argument("file", nargs="?", metavar="FILE", help="JSON-lines file, or - for stdin")
+    produce.add_argument("--synthetic", type=int, metavar="N", help="publish N synthetic runs")
+    produce.add_argument("--rate", type=float, metavar="R", help="events per second (default: max)")
+    produce.add_argument("--experiments", type=int, default=3, help="synthetic experiments (3)")
+    produce.add_argument("--drop-tier", default="T5", help="tier whose grade drops halfway (T5)")
+    produce.add_argument("--no-drop", action="store_true", help="no injected grade drop")
+    produce.add_argument("--seed", type=int, default=7, help="synthetic random seed (7)")
+    _add_config(produce)
+    produce.set_defaults(handler=_cmd_produce)
     return parser
 
 
@@ -77,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
         return code
-    except (UserError, ConfigError) as exc:
+    except (UserError, ConfigError, BrokerError, StartupError, ConnectionError) as exc:
         print(f"stream-app {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -70,8 +78,68 @@ class CoreConfig(BaseModel):
         }
 
 
+class TopicNames(BaseModel):
+    """Kafka topics. `runs_by_tier` is internal: accepted runs re-keyed by experiment/tier."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: str = "run-completed"
+    dead_letter: str = "run-completed.dlq"
+    runs_by_tier: str = "evalstream-runs-by-tier"
+    aggregates: str = "tier-aggregates"
+    grade_changes: str = "grade-changes"
+    cross_tier: str = "cross-tier-reports"
+
+
+class KafkaSecurity(BaseModel):
+    """How to reach a secured cluster: TLS and/or SASL (PLAIN, SCRAM)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = Field(default=None, description="CA bundle to verify the brokers.")
+    ssl_certfile: Path | None = Field(default=None, description="Client certificate (mTLS).")
+    ssl_keyfile: Path | None = None
+    ssl_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if self.protocol.startswith("SASL") and not (self.sasl_username and self.sasl_password):
+            raise ValueError(f"{self.protocol} needs sasl_username and sasl_password")
+        return self
+
+
 class Settings(CoreConfig, BaseSettings):
     """All settings of evalstream. Build with `load_settings()`."""
+
+    broker_url: str = Field(
+        default="kafka://127.0.0.1:9092",
+        description="Bootstrap servers, comma-separated; the kafka:// prefix is optional.",
+    )
+    app_id: str = Field(default="evalstream", description="Consumer group and table prefix.")
+    topics: TopicNames = TopicNames()
+    partitions: int = Field(default=8, ge=1, le=1000, description="Partitions of every topic.")
+    replication_factor: int = Field(default=1, ge=1)
+    store: str = Field(
+        default="memory://", description="Faust table store: memory:// or rocksdb://"
+    )
+    data_dir: Path = Field(default=Path(".evalstream"), description="Faust's data directory.")
+    web_bind: str = "127.0.0.1"
+    web_port: int = Field(default=6066, ge=1, le=65535)
+    session_timeout_s: float = Field(default=10.0, gt=0)
+    heartbeat_interval_s: float = Field(default=3.0, gt=0)
+    broker_retry_max_s: float = Field(
+        default=30.0, gt=0, description="Longest wait between broker connection attempts."
+    )
+    security: KafkaSecurity = KafkaSecurity()
+    tansu_bin: Path | None = Field(
+        default=None, description="Tansu binary for `stream-app broker`."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     model_config = SettingsConfigDict(
         env_prefix="EVALSTREAM_",
@@ -79,6 +147,16 @@ class Settings(CoreConfig, BaseSettings):
         extra="forbid",
         frozen=True,
     )
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        """`host:port` of each bootstrap server."""
+        servers = []
+        for part in self.broker_url.replace(";", ",").split(","):
+            server = part.strip().removeprefix("kafka://").rstrip("/")
+            if server:
+                servers.append(server)
+        return servers
 
 
 class ConfigError(ValueError):

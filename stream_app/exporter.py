@@ -1,0 +1,208 @@
+"""Prometheus metrics of one worker. Gauges describe only the keys this worker owns; the app
+removes a key's series when its partition moves to another worker, so a query never sees the
+same tier twice."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from schemas.aggregates import Statistics, TierAggregate
+from schemas.common import RejectReason
+from schemas.cross_tier import CrossTierReport
+from stream_app.metrics.grades import grade_points
+
+STATS: Final = ("median", "mean", "mode", "min", "max", "std_dev")
+REJECT_REASONS: Final[tuple[RejectReason, ...]] = (
+    "invalid_json",
+    "schema",
+    "unknown_model",
+    "too_large",
+)
+TIER_STAT_GAUGES: Final = {
+    "pass_rate": "evalstream_tier_pass_rate",
+    "impl_rate": "evalstream_tier_impl_rate",
+    "composite_score": "evalstream_tier_composite_score",
+    "cost_usd": "evalstream_tier_cost_usd",
+    "duration_seconds": "evalstream_tier_duration_seconds",
+    "cost_of_pass": "evalstream_tier_cost_of_pass_usd",
+}
+CONTENT_TYPE: Final = (
+    CONTENT_TYPE_LATEST.split(";", 1)[0] + "; version=0.0.4"
+)  # aiohttp: no charset
+
+
+class Exporter:
+    def __init__(self, version: str, k_values: Iterable[int] = (1, 5, 10)) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.k_values = tuple(str(k) for k in k_values)
+        r = self.registry
+        tier = ["experiment", "tier"]
+        self.stat_gauges = {
+            field: Gauge(
+                name, f"{field} statistics over the tier's window", [*tier, "stat"], registry=r
+            )
+            for field, name in TIER_STAT_GAUGES.items()
+        }
+        self.grade_points = Gauge(
+            "evalstream_tier_grade_points",
+            "Grade of the window: A=4 B=3 C=2 D=1 F=0",
+            tier,
+            registry=r,
+        )
+        self.window_runs = Gauge(
+            "evalstream_tier_window_runs", "Runs in the tier's window", tier, registry=r
+        )
+        self.window_capacity = Gauge(
+            "evalstream_tier_window_capacity", "Capacity of the tier's window", tier, registry=r
+        )
+        self.pass_at_k = Gauge(
+            "evalstream_tier_pass_at_k", "Unbiased pass@k over the window", [*tier, "k"], registry=r
+        )
+        self.uplift = Gauge(
+            "evalstream_tier_uplift_ratio",
+            "(median composite - baseline's) / baseline's; absent when undefined",
+            tier,
+            registry=r,
+        )
+        exp = ["experiment"]
+        self.pass_rate_variance = Gauge(
+            "evalstream_experiment_pass_rate_variance",
+            "Variance of tier median pass rates",
+            exp,
+            registry=r,
+        )
+        self.impl_rate_variance = Gauge(
+            "evalstream_experiment_impl_rate_variance",
+            "Variance of tier median impl rates",
+            exp,
+            registry=r,
+        )
+        self.cost_variance = Gauge(
+            "evalstream_experiment_cost_variance", "Variance of tier median costs", exp, registry=r
+        )
+        self.cost_delta = Gauge(
+            "evalstream_experiment_cost_delta_usd",
+            "Max - min of tier median costs",
+            exp,
+            registry=r,
+        )
+        self.received = Counter(
+            "evalstream_runs_received", "Messages read from the input topic", registry=r
+        )
+        self.accepted = Counter(
+            "evalstream_runs_accepted", "Runs that entered a window", tier, registry=r
+        )
+        self.rejected = Counter(
+            "evalstream_runs_rejected", "Messages dead-lettered", ["reason"], registry=r
+        )
+        self.ignored = Counter(
+            "evalstream_runs_ignored", "Valid runs that changed nothing", ["reason"], registry=r
+        )
+        self.grade_changes = Counter(
+            "evalstream_grade_changes",
+            "Full-window grade changes",
+            [*tier, "direction"],
+            registry=r,
+        )
+        self.processing = Histogram(
+            "evalstream_processing_seconds",
+            "Processing time of one event per stage",
+            ["stage"],
+            buckets=(
+                0.0001,
+                0.00025,
+                0.0005,
+                0.001,
+                0.0025,
+                0.005,
+                0.01,
+                0.025,
+                0.05,
+                0.1,
+                0.5,
+                1.0,
+            ),
+            registry=r,
+        )
+        self.run_age = Histogram(
+            "evalstream_run_age_seconds",
+            "Processing time minus the run's completed_at",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400),
+            registry=r,
+        )
+        self.build_info = Gauge(
+            "evalstream_build_info", "evalstream's version", ["version"], registry=r
+        )
+        self.build_info.labels(version=version).set(1)
+        for reason in REJECT_REASONS:
+            self.rejected.labels(reason=reason)
+        for ignored in ("duplicate", "late"):
+            self.ignored.labels(reason=ignored)
+        for stage in ("validate", "window", "cross_tier"):
+            self.processing.labels(stage=stage)
+
+    def set_tier(self, agg: TierAggregate) -> None:
+        labels = (agg.experiment_id, agg.tier)
+        for field, gauge in self.stat_gauges.items():
+            stats: Statistics = getattr(agg, field)
+            for stat in STATS:
+                gauge.labels(*labels, stat).set(getattr(stats, stat))
+        self.grade_points.labels(*labels).set(grade_points(agg.grade))
+        self.window_runs.labels(*labels).set(agg.runs)
+        self.window_capacity.labels(*labels).set(agg.capacity)
+        for k, value in agg.pass_at_k.items():
+            self.pass_at_k.labels(*labels, k).set(value)
+
+    def remove_tier(self, experiment_id: str, tier: str) -> None:
+        labels = (experiment_id, tier)
+        for gauge in self.stat_gauges.values():
+            for stat in STATS:
+                _remove(gauge, *labels, stat)
+        for gauge in (self.grade_points, self.window_runs, self.window_capacity):
+            _remove(gauge, *labels)
+        for k in self.k_values:
+            _remove(self.pass_at_k, *labels, k)
+
+    def set_experiment(self, report: CrossTierReport) -> None:
+        exp = report.experiment_id
+        self.pass_rate_variance.labels(exp).set(report.pass_rate_variance)
+        self.impl_rate_variance.labels(exp).set(report.impl_rate_variance)
+        self.cost_variance.labels(exp).set(report.cost_variance)
+        self.cost_delta.labels(exp).set(report.cost_delta)
+        for tier in report.tiers:
+            uplift = report.tier_uplift.get(tier)
+            if uplift is None or not math.isfinite(uplift):
+                _remove(self.uplift, exp, tier)
+            else:
+                self.uplift.labels(exp, tier).set(uplift)
+
+    def remove_experiment(self, experiment_id: str, tiers: Iterable[str]) -> None:
+        for gauge in (
+            self.pass_rate_variance,
+            self.impl_rate_variance,
+            self.cost_variance,
+            self.cost_delta,
+        ):
+            _remove(gauge, experiment_id)
+        for tier in tiers:
+            _remove(self.uplift, experiment_id, tier)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)

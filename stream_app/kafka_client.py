@@ -1,0 +1,157 @@
+"""aiokafka and Faust client settings (TLS, SASL), broker wait with backoff, topic creation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+
+from stream_app.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    sec = settings.security
+    if sec.protocol not in ("SSL", "SASL_SSL"):
+        return None
+    context = ssl.create_default_context(cafile=str(sec.ssl_cafile) if sec.ssl_cafile else None)
+    context.check_hostname = sec.ssl_check_hostname
+    if sec.ssl_certfile:
+        context.load_cert_chain(
+            str(sec.ssl_certfile),
+            str(sec.ssl_keyfile) if sec.ssl_keyfile else None,
+            sec.ssl_password.get_secret_value() if sec.ssl_password else None,
+        )
+    return context
+
+
+def client_kwargs(settings: Settings) -> dict[str, Any]:
+    """Connection keyword arguments for any aiokafka client."""
+    sec = settings.security
+    kwargs: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "security_protocol": sec.protocol,
+    }
+    context = ssl_context(settings)
+    if context is not None:
+        kwargs["ssl_context"] = context
+    if sec.protocol.startswith("SASL"):
+        kwargs["sasl_mechanism"] = sec.sasl_mechanism
+        kwargs["sasl_plain_username"] = sec.sasl_username
+        kwargs["sasl_plain_password"] = (
+            sec.sasl_password.get_secret_value() if sec.sasl_password else None
+        )
+    return kwargs
+
+
+def faust_credentials(settings: Settings) -> Any:
+    """Faust's credentials object for the configured security, or None for PLAINTEXT."""
+    import faust
+
+    sec = settings.security
+    context = ssl_context(settings)
+    if sec.protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=sec.sasl_username,
+            password=sec.sasl_password.get_secret_value() if sec.sasl_password else None,
+            mechanism=sec.sasl_mechanism,
+            ssl_context=context,
+        )
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
+
+
+async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -> None:
+    """Connect, retrying with exponential backoff (1 s doubling up to `broker_retry_max_s`) and
+    one clear log line per attempt, instead of crash-looping."""
+    delay = 1.0
+    attempt = 0
+    servers = ",".join(settings.bootstrap_servers)
+    while True:
+        attempt += 1
+        admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=5000)
+        try:
+            await admin.start()
+            await admin.close()
+            if attempt > 1:
+                log.info("broker %s reachable after %d attempts", servers, attempt)
+            return
+        except (KafkaConnectionError, KafkaError, OSError) as exc:
+            with contextlib.suppress(Exception):  # a client that never connected
+                await admin.close()
+            if max_attempts is not None and attempt >= max_attempts:
+                raise ConnectionError(f"broker {servers} unreachable: {exc}") from None
+            log.warning(
+                "broker %s unreachable (%s); retrying in %.0f s", servers, type(exc).__name__, delay
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, settings.broker_retry_max_s)
+
+
+async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
+    """Create missing topics with `partitions` and `replication_factor`; return those created."""
+    admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [n for n in dict.fromkeys(names) if n not in existing]
+        if not missing:
+            return []
+        with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
+            await admin.create_topics(
+                [NewTopic(n, settings.partitions, settings.replication_factor) for n in missing]
+            )
+        return missing
+    finally:
+        await admin.close()
+
+
+async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
+    """Every record of `topic` from the beginning up to its high watermark, as reported by the
+    fetch responses themselves (ListOffsets can be wrong on the embedded broker). No group."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(**client_kwargs(settings), group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        await consumer.topics()  # refresh metadata
+        partitions = sorted(consumer.partitions_for_topic(topic) or [])
+        if not partitions:
+            return []
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            batch = await consumer.getmany(timeout_ms=300)
+            for messages in batch.values():
+                records.extend(messages)
+            done = True
+            for tp in tps:
+                highwater = consumer.highwater(tp)
+                if highwater is None or await consumer.position(tp) < highwater:
+                    done = False
+            if done:
+                return records
+            if loop.time() > deadline:
+                raise TimeoutError(f"could not read {topic} to its end within {timeout_s} s")
+    finally:
+        await consumer.stop()
+
+
+def last_by_key(records: Iterable[Any]) -> dict[bytes, bytes]:
+    """The latest value of every key (records in offset order within a partition)."""
+    latest: dict[bytes, bytes] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        latest[record.key] = record.value
+    return latest

@@ -1,0 +1,172 @@
+"""Real processes for the integration tests: the embedded Tansu broker and `stream-app worker`
+subprocesses on loopback. Every process started here is stopped by PID, even when a test fails."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_app.broker import BrokerError, EmbeddedBroker, find_tansu, free_port
+from stream_app.config import Settings, load_settings
+from stream_app.kafka_client import last_by_key, read_topic
+from stream_app.producer import produce
+from stream_app.replay import replay_lines
+
+T = TypeVar("T")
+PARTITIONS = 4
+
+
+def require_tansu() -> None:
+    """Skip without the broker binary, except in CI where a missing binary is a failure."""
+    try:
+        find_tansu()
+    except BrokerError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the embedded broker: {exc}")
+        pytest.skip(str(exc))
+
+
+def wait_until(check: Callable[[], T], timeout: float, interval: float = 0.25, what: str = "") -> T:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last  # type: ignore[no-any-return]
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}: {last!r}")
+
+
+def settings_for(broker: EmbeddedBroker, **overrides: Any) -> Settings:
+    return load_settings(broker_url=broker.url, partitions=PARTITIONS, **overrides)
+
+
+class Worker:
+    """`python -m stream_app worker` as a user runs it, with its own web port and log file."""
+
+    def __init__(self, broker: EmbeddedBroker, workdir: Path, name: str, **env: str) -> None:
+        self.port = free_port()
+        self.name = name
+        self.log_path = workdir / f"{name}.log"
+        self.env = {
+            **os.environ,
+            "EVALSTREAM_BROKER_URL": broker.url,
+            "EVALSTREAM_PARTITIONS": str(PARTITIONS),
+            "EVALSTREAM_WEB_PORT": str(self.port),
+            "EVALSTREAM_DATA_DIR": str(workdir / f"{name}-data"),
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Worker:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "stream_app", "worker"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except OSError:
+            return 0, b""
+
+    def ready(self) -> bool:
+        self.assert_alive()
+        return self.get("/readyz")[0] == 200
+
+    def wait_ready(self, timeout: float = 90) -> Worker:
+        wait_until(self.ready, timeout, what=f"{self.name} /readyz")
+        return self
+
+    def assert_alive(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"{self.name} exited {self.process.returncode}:\n{self.log()}")
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """`/metrics` parsed: (sample name, sorted labels) -> value."""
+        status, body = self.get("/metrics")
+        assert status == 200, status
+        out = {}
+        for family in text_string_to_metric_families(body.decode()):
+            for s in family.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:] if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        return self.process.returncode
+
+
+def produce_lines(settings: Settings, lines: Iterable[bytes], rate: float | None = None) -> int:
+    return asyncio.run(produce(settings, list(lines), rate=rate, progress=None))
+
+
+def latest(settings: Settings, topic: str) -> dict[bytes, Any]:
+    """Last message per key of a topic, decoded from JSON."""
+    records = asyncio.run(read_topic(settings, topic))
+    return {k: json.loads(v) for k, v in last_by_key(records).items()}
+
+
+def records(settings: Settings, topic: str) -> list[Any]:
+    return asyncio.run(read_topic(settings, topic))
+
+
+def expected_outputs(
+    settings: Settings, lines: Iterable[bytes]
+) -> tuple[dict[bytes, Any], dict[bytes, Any]]:
+    """What `replay` says the last aggregate and cross-tier report of every key must be."""
+    report = replay_lines(lines, settings)
+    aggs = {
+        f"{a.experiment_id}/{a.tier}".encode(): json.loads(a.model_dump_json())
+        for a in report.tiers
+    }
+    cross = {c.experiment_id.encode(): json.loads(c.model_dump_json()) for c in report.cross_tier}
+    return aggs, cross
+
+
+def outputs_equal_replay(settings: Settings, lines: list[bytes]) -> bool:
+    aggs, cross = expected_outputs(settings, lines)
+    return (
+        latest(settings, settings.topics.aggregates) == aggs
+        and latest(settings, settings.topics.cross_tier) == cross
+    )

@@ -1,0 +1,155 @@
+"""One live worker on the embedded broker, fed the real sample, bad input and redeliveries:
+outputs equal `replay`, every rejection is dead-lettered byte-exact, /metrics tells the truth."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness import (
+    Worker,
+    expected_outputs,
+    latest,
+    outputs_equal_replay,
+    produce_lines,
+    records,
+    require_tansu,
+    settings_for,
+    wait_until,
+)
+from helpers import SAMPLE_FILE, encode, make_event
+from stream_app.broker import EmbeddedBroker
+from stream_app.config import Settings
+from stream_app.metrics.grades import grade_points
+from stream_app.replay import replay_lines
+
+pytestmark = pytest.mark.integration
+
+SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+BAD: dict[str, bytes] = {
+    "invalid_json": b'{"run_id": "broken", ',
+    "not_utf8": b"\xff\xfe\x00\x80 not text",
+    "schema": encode(make_event(run_id="bad-bool", passed=1)),
+    "unknown_model": encode(make_event(run_id="no-price", model="mystery-9", cost_usd=None)),
+    "too_large": encode(make_event(run_id="huge", subtest="x" * 2000)),
+}
+REASONS = {
+    "invalid_json": "invalid_json",
+    "not_utf8": "invalid_json",
+    "schema": "schema",
+    "unknown_model": "unknown_model",
+    "too_large": "too_large",
+}
+DUPLICATES = SAMPLE[:20]
+STREAM = SAMPLE[:100] + list(BAD.values()) + SAMPLE[100:] + DUPLICATES
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Worker]]:
+    require_tansu()
+    workdir = tmp_path_factory.mktemp("pipeline")
+    with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
+        worker = Worker(broker, workdir, "worker", EVALSTREAM_MAX_MESSAGE_BYTES="1500").start()
+        try:
+            worker.wait_ready()
+            settings = settings_for(broker, max_message_bytes=1500)
+            produce_lines(settings, STREAM)
+            wait_until(
+                lambda: outputs_equal_replay(settings, SAMPLE),
+                timeout=60,
+                what="tier-aggregates and cross-tier-reports equal to replay",
+            )
+            yield settings, worker
+        finally:
+            code = worker.stop()
+            assert code == 0, f"worker did not stop cleanly ({code}):\n{worker.log()}"
+
+
+def test_last_outputs_equal_replay(pipeline: tuple[Settings, Worker]) -> None:
+    settings, _ = pipeline
+    aggs, cross = expected_outputs(settings, SAMPLE)
+    assert latest(settings, settings.topics.aggregates) == aggs
+    assert latest(settings, settings.topics.cross_tier) == cross
+    assert len(aggs) == 21
+    assert len(cross) == 3
+
+
+def test_every_rejection_is_dead_lettered_byte_exact(pipeline: tuple[Settings, Worker]) -> None:
+    settings, _ = pipeline
+    letters = [json.loads(r.value) for r in records(settings, settings.topics.dead_letter)]
+    assert len(letters) == len(BAD)
+    by_payload: dict[bytes, dict[str, Any]] = {}
+    for letter in letters:
+        raw = (
+            base64.b64decode(letter["payload"])
+            if letter["payload_encoding"] == "base64"
+            else letter["payload"].encode()
+        )
+        assert letter["payload_size"] == len(raw)
+        by_payload[raw] = letter
+    for name, raw in BAD.items():
+        assert raw in by_payload, f"{name} missing from the DLQ"
+        letter = by_payload[raw]
+        assert letter["reason"] == REASONS[name]
+        assert letter["origin"]["topic"] == settings.topics.input
+        assert letter["origin"]["offset"] >= 0
+    assert by_payload[BAD["not_utf8"]]["payload_encoding"] == "base64"
+    assert by_payload[BAD["schema"]]["detail"][0]["loc"] == ["passed"]
+
+
+def test_metrics_describe_the_known_input(pipeline: tuple[Settings, Worker]) -> None:
+    settings, worker = pipeline
+    m = worker.metrics()
+    total = len(SAMPLE) + len(BAD) + len(DUPLICATES)
+    assert m[("evalstream_runs_received_total", ())] == total
+    for name, reason in REASONS.items():
+        expected = sum(1 for n, r in REASONS.items() if r == reason)
+        assert m[("evalstream_runs_rejected_total", (("reason", reason),))] == expected, name
+    # Redelivered runs still in their window are duplicates; those already evicted are late.
+    ignored = replay_lines(STREAM, settings).ignored
+    assert ignored.duplicate + ignored.late == len(DUPLICATES)
+    assert ignored.duplicate > 0
+    assert ignored.late > 0
+    assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == ignored.duplicate
+    assert m[("evalstream_runs_ignored_total", (("reason", "late"),))] == ignored.late
+
+    def gauge(name: str, **labels: str) -> float:
+        return m[(name, tuple(sorted(labels.items())))]
+
+    aggs, cross = expected_outputs(settings, SAMPLE)
+    for agg in aggs.values():
+        tier = {"experiment": agg["experiment_id"], "tier": agg["tier"]}
+        assert gauge("evalstream_tier_grade_points", **tier) == grade_points(agg["grade"])
+        assert gauge("evalstream_tier_window_runs", **tier) == agg["runs"]
+        for stat in ("median", "mean", "mode", "min", "max", "std_dev"):
+            value = gauge("evalstream_tier_composite_score", **tier, stat=stat)
+            assert value == agg["composite_score"][stat]
+        cost_of_pass = gauge("evalstream_tier_cost_of_pass_usd", **tier, stat="max")
+        assert cost_of_pass == float(agg["cost_of_pass"]["max"])
+        for k, value in agg["pass_at_k"].items():
+            assert gauge("evalstream_tier_pass_at_k", **tier, k=k) == value
+    for report in cross.values():
+        exp = {"experiment": report["experiment_id"]}
+        assert gauge("evalstream_experiment_cost_delta_usd", **exp) == report["cost_delta"]
+        variance = gauge("evalstream_experiment_pass_rate_variance", **exp)
+        assert variance == report["pass_rate_variance"]
+        for tier_name, uplift in report["tier_uplift"].items():
+            assert gauge("evalstream_tier_uplift_ratio", **exp, tier=tier_name) == uplift
+    assert gauge("evalstream_processing_seconds_count", stage="window") == len(STREAM) - len(BAD)
+    assert gauge("evalstream_run_age_seconds_count") == len(SAMPLE)
+    assert any(name == "evalstream_build_info" for name, _ in m)
+    assert not any("run_id" in dict(labels) for _, labels in m)  # bounded cardinality
+
+
+def test_health_endpoints(pipeline: tuple[Settings, Worker]) -> None:
+    _, worker = pipeline
+    status, body = worker.get("/healthz")
+    assert status == 200
+    assert json.loads(body)["status"] == "alive"
+    status, body = worker.get("/readyz")
+    assert status == 200
+    assert json.loads(body)["ready"] is True
