@@ -8,6 +8,7 @@ from schemas.aggregates import Statistics, TierAggregate
 from schemas.common import ExtendedFloat, Grade, RejectReason, TierName, tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import DeadLetter, MessageOrigin
+from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
 from schemas.run_completed import Judgment, JudgmentSummary, RunCompleted, TokenUsage
 from schemas.run_metrics import RunMetrics
@@ -17,6 +18,7 @@ __all__ = [
     "DeadLetter",
     "ExtendedFloat",
     "Grade",
+    "GradeChange",
     "IgnoredCounts",
     "Judgment",
     "JudgmentSummary",

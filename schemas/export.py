@@ -20,6 +20,7 @@ MESSAGES: Final[dict[str, tuple[type[BaseModel], Literal["validation", "serializ
     "run-metrics": (schemas.RunMetrics, "serialization"),
     "tier-aggregate": (schemas.TierAggregate, "serialization"),
     "cross-tier-report": (schemas.CrossTierReport, "serialization"),
+    "grade-change": (schemas.GradeChange, "serialization"),
     "dead-letter": (schemas.DeadLetter, "serialization"),
     "replay-report": (schemas.ReplayReport, "serialization"),
 }

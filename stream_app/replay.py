@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
+from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
 from stream_app.config import CoreConfig
 from stream_app.ingest import Rejection, evaluate_run
@@ -24,6 +25,7 @@ class Replay:
         self.tiers: dict[tuple[str, str], TierState] = {}
         self.rejected: list[ReplayRejection] = []
         self.ignored = {AddOutcome.DUPLICATE: 0, AddOutcome.LATE: 0}
+        self.grade_changes: list[GradeChange] = []
 
     def feed(self, raw: bytes, line: int) -> None:
         """One message (one physical line of the file)."""
@@ -40,6 +42,8 @@ class Replay:
         step = state.apply(WindowEntry.from_metrics(result), self.config)
         if step.outcome is not AddOutcome.ADDED:
             self.ignored[step.outcome] += 1
+        if step.grade_change is not None:
+            self.grade_changes.append(step.grade_change)
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""

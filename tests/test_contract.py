@@ -175,6 +175,7 @@ def test_exported_json_schemas_are_current() -> None:
         "run-metrics.schema.json",
         "tier-aggregate.schema.json",
         "cross-tier-report.schema.json",
+        "grade-change.schema.json",
         "dead-letter.schema.json",
         "replay-report.schema.json",
     }
