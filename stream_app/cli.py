@@ -11,6 +11,7 @@ from typing import BinaryIO
 from stream_app import __version__
 from stream_app.broker import BrokerError
 from stream_app.config import ConfigError, load_settings
+from stream_app.demo import DemoError
 from stream_app.replay import replay_lines
 from stream_app.worker import StartupError
 
@@ -115,6 +116,13 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from stream_app.demo import DemoOptions, run_demo
+
+    options = DemoOptions(synthetic=args.synthetic, rate=args.rate, duration=args.duration)
+    return run_demo(load_settings(args.config), options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-app",
@@ -157,6 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--seed", type=int, default=7, help="synthetic random seed (7)")
     _add_config(produce)
     produce.set_defaults(handler=_cmd_produce)
+
+    demo = sub.add_parser(
+        "demo",
+        help="live demo: embedded broker, worker and producer, with a live table (Ctrl-C stops)",
+    )
+    demo.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="N",
+        help="N synthetic runs with a grade drop instead of the bundled real runs",
+    )
+    demo.add_argument("--rate", type=float, default=60.0, help="events per second (60)")
+    demo.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    _add_config(demo)
+    demo.set_defaults(handler=_cmd_demo)
     return parser
 
 
@@ -166,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
         return code
-    except (UserError, ConfigError, BrokerError, StartupError, ConnectionError) as exc:
+    except (UserError, ConfigError, BrokerError, StartupError, ConnectionError, DemoError) as exc:
         print(f"stream-app {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -1,0 +1,251 @@
+"""`stream-app demo`: the whole pipeline on one machine, live.
+
+Starts the embedded broker (unless a broker is configured), one worker as a subprocess, and a
+producer replaying the bundled real runs (or synthetic runs with an injected grade drop), and shows
+a live table built from the output topics until Ctrl-C or `--duration`. Everything it started is
+stopped by PID on the way out, whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+
+from schemas.aggregates import TierAggregate
+from schemas.cross_tier import CrossTierReport
+from schemas.grade_change import GradeChange
+from stream_app.broker import EmbeddedBroker, free_port, port_open
+from stream_app.config import Settings
+from stream_app.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.live_table import LiveState, render
+from stream_app.producer import produce
+from stream_app.synthetic import GradeDrop, synthetic_lines
+
+
+class DemoError(Exception):
+    """The demo cannot run; the message is one line."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    synthetic: int | None = None  # None: the bundled real runs
+    rate: float = 60.0
+    duration: float | None = None
+    refresh_s: float = 0.5
+
+
+def bundled_runs() -> list[bytes]:
+    """The 1,080 real runs shipped with the package (ProjectScylla, BSD 3-Clause)."""
+    data = resources.files("stream_app").joinpath("data", "scylla-runs.jsonl").read_bytes()
+    return [line for line in data.splitlines() if line.strip()]
+
+
+class _WorkerProcess:
+    def __init__(self, settings: Settings, workdir: Path) -> None:
+        self.settings = settings
+        self.log_path = workdir / "worker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        s = self.settings
+        env = {
+            **os.environ,
+            "EVALSTREAM_BROKER_URL": s.broker_url,
+            "EVALSTREAM_WEB_PORT": str(s.web_port),
+            "EVALSTREAM_WEB_BIND": s.web_bind,
+            "EVALSTREAM_PARTITIONS": str(s.partitions),
+            "EVALSTREAM_DATA_DIR": str(self.log_path.parent / "worker-data"),
+        }
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "stream_app", "worker"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise DemoError(
+                f"the worker exited with status {self.process.returncode}: " + " | ".join(tail)
+            )
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+def _scrape(url: str, name: str) -> float | None:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> None:
+    """Tail the three output topics from the beginning into `state`."""
+    topics = settings.topics
+    consumer = AIOKafkaConsumer(
+        topics.aggregates,
+        topics.cross_tier,
+        topics.grade_changes,
+        **client_kwargs(settings),
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp, messages in batch.items():
+                for m in messages:
+                    if tp.topic == topics.aggregates:
+                        agg = TierAggregate.model_validate_json(m.value)
+                        state.aggregates[(agg.experiment_id, agg.tier)] = agg
+                    elif tp.topic == topics.cross_tier:
+                        report = CrossTierReport.model_validate_json(m.value)
+                        state.reports[report.experiment_id] = report
+                    else:
+                        state.add_change(GradeChange.model_validate_json(m.value))
+    finally:
+        await consumer.stop()
+
+
+async def _wait_ready(worker: _WorkerProcess, ready_url: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        worker.check_alive()
+        with contextlib.suppress(OSError), urllib.request.urlopen(ready_url, timeout=1) as resp:
+            if resp.status == 200:
+                return
+        if time.monotonic() > deadline:
+            raise DemoError(f"the worker did not become ready within {timeout_s:.0f} s")
+        await asyncio.sleep(0.5)
+
+
+async def _run(settings: Settings, options: DemoOptions, worker: _WorkerProcess, note: str) -> None:
+    metrics_url = f"http://{settings.web_bind}:{settings.web_port}/metrics"
+    lines: Iterable[bytes]
+    if options.synthetic:
+        total = options.synthetic
+        lines = synthetic_lines(
+            total, experiments=3, drop=GradeDrop(experiment="synthetic-01", tier="T5")
+        )
+        source = f"{total:,} synthetic runs (grade drop injected in synthetic-01/T5)"
+    else:
+        runs = bundled_runs()
+        total = len(runs)
+        lines = runs
+        source = f"{total:,} real runs (ProjectScylla, 3 experiments, T0-T6)"
+    tty = sys.stdout.isatty()
+    print(f"{note}; worker metrics: {metrics_url}", flush=True)
+    await wait_for_broker(settings)
+    from stream_app.app import all_topics
+
+    await ensure_topics(settings, all_topics(settings))
+    worker.start()
+    print("waiting for the worker to join the group…", flush=True)
+    await _wait_ready(worker, metrics_url.replace("/metrics", "/readyz"))
+
+    state = LiveState()
+    stop = asyncio.Event()
+    follower = asyncio.create_task(_follow(settings, state, stop))
+    producer = asyncio.create_task(
+        produce(settings, lines, rate=options.rate, total=total, progress=None, create_topics=False)
+    )
+    started = time.monotonic()
+    last_plain = 0.0
+    try:
+        while True:
+            worker.check_alive()
+            now = time.monotonic()
+            processed = _scrape(metrics_url, "evalstream_runs_received_total")
+            done = producer.done()
+            header = (
+                f"evalstream demo — {source}\n"
+                f"{note} · produced {'all ' if done else ''}at {options.rate:g}/s · "
+                f"processed {int(processed or 0):,}/{total:,} · metrics {metrics_url} · "
+                f"{'Ctrl-C stops' if options.duration is None else f'{options.duration:.0f} s run'}"
+            )
+            if tty:
+                sys.stdout.write("\x1b[H\x1b[2J" + render(state, header, colour=True) + "\n")
+                sys.stdout.flush()
+            elif now - last_plain >= 5.0:
+                last_plain = now
+                print(render(state, header, colour=False) + "\n", flush=True)
+            if done and producer.exception() is not None:
+                raise DemoError(f"producer failed: {producer.exception()}")
+            if options.duration is not None and now - started >= options.duration:
+                break
+            await asyncio.sleep(options.refresh_s)
+    finally:
+        stop.set()
+        producer.cancel()
+        for task in (producer, follower):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        print(render(state, "final state:", colour=tty), flush=True)
+
+
+def run_demo(settings: Settings, options: DemoOptions) -> int:
+    """Run until Ctrl-C or the duration; returns the exit code."""
+    configured = "broker_url" in settings.model_fields_set
+    workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
+    broker: EmbeddedBroker | None = None
+    if port_open(settings.web_bind, settings.web_port):
+        settings = settings.model_copy(update={"web_port": free_port(settings.web_bind)})
+    if not configured:
+        broker = EmbeddedBroker(binary=settings.tansu_bin, log_file=workdir / "broker.log")
+        settings = settings.model_copy(update={"broker_url": broker.url, "partitions": 4})
+        broker.start()
+        note = f"embedded broker {broker.address}"
+    else:
+        note = f"broker {settings.broker_url}"
+    worker = _WorkerProcess(settings, workdir)
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(_run(settings, options, worker, note))
+
+    def interrupt() -> None:
+        main.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, interrupt)
+    try:
+        loop.run_until_complete(main)
+    except asyncio.CancelledError:
+        print("\nstopping…", flush=True)  # Ctrl-C is how a demo ends: not an error
+    finally:
+        worker.stop()
+        if broker is not None:
+            broker.stop()
+        loop.close()
+    print(f"demo stopped; worker log: {worker.log_path}", flush=True)
+    return 0
