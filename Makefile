@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ../shared/data/scylla-runs.jsonl
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo replay test lint format schemas clean
+.PHONY: help install demo replay test test-fast lint format schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP) ## create .venv and install evalstream with its dev and embedded extras
 
-demo: $(STAMP) ## the main job (see README)
-	$(BIN)/stream-app replay $(DATA)
+demo: $(STAMP) ## the main job: live demo on the embedded broker (Ctrl-C stops)
+	$(BIN)/stream-app demo $(DEMO_ARGS)
 
 replay: $(STAMP) ## replay DATA=file.jsonl (default: the shared real runs)
 	$(BIN)/stream-app replay $(DATA)
@@ -34,8 +34,11 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas current
 	$(BIN)/mypy stream_app schemas
 	$(BIN)/python -m schemas.export --check
 
-test: lint ## the whole suite: lint, then pytest
+test: lint ## the whole suite: lint, then pytest (unit, property and integration tests)
 	$(BIN)/pytest
+
+test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
+	$(BIN)/pytest -m "not integration"
 
 format: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

@@ -8,8 +8,6 @@ import pytest
 from harness import Worker, require_tansu
 from stream_app.broker import EmbeddedBroker
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:

@@ -1,0 +1,98 @@
+"""Service settings: the Faust environment guard and the Kafka security mapping."""
+
+import ssl
+from pathlib import Path
+
+import faust
+import pytest
+
+from stream_app.app import all_topics, create_app
+from stream_app.config import ConfigError, load_settings
+from stream_app.kafka_client import client_kwargs, faust_credentials
+from stream_app.partitioning import partition_for
+
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def test_faust_ignores_unprefixed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_URL", "kafka://attacker.invalid:1")
+    monkeypatch.setenv("WEB_PORT", "1")
+    monkeypatch.setenv("APP_ENV_PREFIX", "X_")
+    monkeypatch.setenv("X_BROKER_URL", "kafka://attacker.invalid:2")
+    settings = load_settings(broker_url="kafka://127.0.0.1:19999", web_port=16999)
+    app = create_app(settings)
+    assert [str(u) for u in app.conf.broker] == ["kafka://127.0.0.1:19999"]
+    assert app.conf.web_port == 16999
+    assert app.conf.web_bind == "127.0.0.1"
+    assert app.conf.table_standby_replicas == 0
+
+
+def test_bootstrap_servers_parsing() -> None:
+    s = load_settings(broker_url="kafka://a:9092, b:9093;kafka://c:9094/")
+    assert s.bootstrap_servers == ["a:9092", "b:9093", "c:9094"]
+    assert all_topics(s)[0] == "run-completed"
+
+
+def test_sasl_scram_mapping() -> None:
+    s = load_settings(
+        security={
+            "protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "svc",
+            "sasl_password": "s3cret",
+        }
+    )
+    kwargs = client_kwargs(s)
+    assert kwargs["security_protocol"] == "SASL_PLAINTEXT"
+    assert kwargs["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert (kwargs["sasl_plain_username"], kwargs["sasl_plain_password"]) == ("svc", "s3cret")
+    assert "ssl_context" not in kwargs
+    creds = faust_credentials(s)
+    assert isinstance(creds, faust.SASLCredentials)
+    assert "s3cret" not in repr(s)  # secrets are not printed with the settings
+
+
+@pytest.mark.skipif(not SYSTEM_CA.exists(), reason="no system CA bundle")
+def test_tls_mapping() -> None:
+    s = load_settings(
+        security={
+            "protocol": "SASL_SSL",
+            "sasl_username": "u",
+            "sasl_password": "p",
+            "ssl_cafile": str(SYSTEM_CA),
+        }
+    )
+    context = client_kwargs(s)["ssl_context"]
+    assert isinstance(context, ssl.SSLContext)
+    assert context.check_hostname
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert isinstance(
+        faust_credentials(
+            load_settings(security={"protocol": "SSL", "ssl_cafile": str(SYSTEM_CA)})
+        ),
+        faust.SSLCredentials,
+    )
+    assert faust_credentials(load_settings()) is None
+
+
+def test_sasl_without_credentials_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="needs sasl_username"):
+        load_settings(security={"protocol": "SASL_SSL"})
+
+
+# Kafka's own murmur2 test vectors (Java ints); Java's partitioner is toPositive(h) % n.
+KAFKA_MURMUR2 = {
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    b"abc": 479470107,
+}
+
+
+@pytest.mark.parametrize("partitions", [1, 4, 8, 12, 1000])
+def test_partitioner_matches_kafkas_default(partitions: int) -> None:
+    for key, java_hash in KAFKA_MURMUR2.items():
+        assert partition_for(key, partitions) == (java_hash & 0x7FFFFFFF) % partitions
+    assert partition_for("foobar", partitions) == partition_for(b"foobar", partitions)
