@@ -268,6 +268,23 @@ def create_app(  # noqa: PLR0915 - one closure per agent/callback reads best as 
             if partition_for(experiment_id, n) in lost_experiments and raw is not None:
                 metrics.remove_experiment(experiment_id, experiment_aggregates(raw))
 
+    source_topics = {topics.input, topics.runs_by_tier, topics.aggregates}
+
+    @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
+    async def export_consumer_lag() -> None:
+        """Messages behind the fetch high watermark, per assigned source partition."""
+        consumer: Any = app.consumer
+        assigned = {tp for tp in consumer.assignment() if tp.topic in source_topics}
+        metrics.consumer_lag.clear()
+        for tp in assigned:
+            highwater = consumer.highwater(tp)
+            read = consumer._read_offset.get(tp)  # last offset handed to an agent
+            if highwater is None:
+                continue
+            next_offset = read + 1 if read is not None else consumer._committed_offset.get(tp)
+            lag = highwater - next_offset if next_offset is not None else highwater
+            metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(lag, 0))
+
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
         return web.bytes(metrics.render(), content_type=CONTENT_TYPE)

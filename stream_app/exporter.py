@@ -142,6 +142,12 @@ class Exporter:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400),
             registry=r,
         )
+        self.consumer_lag = Gauge(
+            "evalstream_consumer_lag_messages",
+            "Messages behind the partition's high watermark, per assigned source partition",
+            ["topic", "partition"],
+            registry=r,
+        )
         self.build_info = Gauge(
             "evalstream_build_info", "evalstream's version", ["version"], registry=r
         )
