@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ../shared/data/scylla-runs.jsonl
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo replay test test-fast lint format schemas clean
+.PHONY: help install demo replay test test-fast tools lint format schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -31,11 +31,15 @@ replay: $(STAMP) ## replay DATA=file.jsonl (default: the shared real runs)
 lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas current
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stream_app schemas
+	$(BIN)/mypy stream_app schemas grafana/generate.py
 	$(BIN)/python -m schemas.export --check
+	$(BIN)/python grafana/generate.py --check
 
-test: lint ## the whole suite: lint, then pytest (unit, property and integration tests)
+test: lint tools ## the whole suite: lint, then pytest (unit, property and integration tests)
 	$(BIN)/pytest
+
+tools: ## Prometheus, promtool and amtool into .tools/ (Debian packages; tests skip without them)
+	-@scripts/install-prometheus.sh
 
 test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
 	$(BIN)/pytest -m "not integration"
@@ -48,4 +52,4 @@ schemas: $(STAMP) ## regenerate schemas/json from the pydantic models
 	$(BIN)/python -m schemas.export
 
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

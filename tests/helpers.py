@@ -40,3 +40,27 @@ def make_event(**overrides: Any) -> dict[str, Any]:
 
 def encode(event: dict[str, Any]) -> bytes:
     return json.dumps(event).encode()
+
+
+REPO = Path(__file__).resolve().parent.parent
+PROMETHEUS_TOOLS = REPO / ".tools" / "prometheus" / "usr" / "bin"
+
+
+def prometheus_tool(name: str) -> str:
+    """Path of prometheus, promtool or amtool (scripts/install-prometheus.sh puts them in .tools/).
+    Skips the test when missing, except in CI, where a missing binary is a failure."""
+    import os
+    import shutil
+
+    import pytest
+
+    candidate = PROMETHEUS_TOOLS / name
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    message = f"{name} not found: run scripts/install-prometheus.sh"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)

@@ -1,0 +1,463 @@
+"""Generates grafana/dashboards/*.json. Run `python grafana/generate.py` after editing; a test fails
+while the committed JSON differs from what this produces.
+
+Plain dictionaries in Grafana's dashboard JSON model (schema 38, Grafana 10/11); every query
+goes through the recording rules of prometheus/rules/ or plain evalstream metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DATASOURCE_UID = "evalstream-prometheus"
+DS = {"type": "prometheus", "uid": DATASOURCE_UID}
+OUT = Path(__file__).parent / "dashboards"
+SEL = 'experiment=~"$experiment", tier=~"$tier"'
+EXP = 'experiment=~"$experiment"'
+GRADE_MAPPINGS = [
+    {
+        "type": "value",
+        "options": {
+            "4": {"text": "A", "color": "green", "index": 0},
+            "3": {"text": "B", "color": "#73BF69", "index": 1},
+            "2": {"text": "C", "color": "yellow", "index": 2},
+            "1": {"text": "D", "color": "orange", "index": 3},
+            "0": {"text": "F", "color": "red", "index": 4},
+        },
+    }
+]
+NEVER_PASSES = [
+    # Prometheus sends +Inf when no run of the window passed.
+    {
+        "type": "range",
+        "options": {
+            "from": 1e300,
+            "to": None,
+            "result": {"text": "never passes", "color": "red", "index": 0},
+        },
+    },
+    {
+        "type": "regex",
+        "options": {
+            "pattern": r"^\+?Inf(inity)?$",
+            "result": {"text": "never passes", "color": "red", "index": 1},
+        },
+    },
+]
+
+
+class Layout:
+    """Places panels left to right, 24 columns wide."""
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_height = 0
+        self.next_id = 1
+
+    def place(self, width: int, height: int) -> dict[str, int]:
+        if self.x + width > 24:
+            self.x, self.y = 0, self.y + self.row_height
+            self.row_height = 0
+        pos = {"x": self.x, "y": self.y, "w": width, "h": height}
+        self.x += width
+        self.row_height = max(self.row_height, height)
+        return pos
+
+    def new_row(self) -> dict[str, int]:
+        if self.x:
+            self.x, self.y = 0, self.y + self.row_height
+        pos = {"x": 0, "y": self.y, "w": 24, "h": 1}
+        self.y += 1
+        self.row_height = 0
+        return pos
+
+    def id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def target(expr: str, legend: str = "", ref: str = "A") -> dict[str, Any]:
+    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, "range": True}
+
+
+def row(layout: Layout, title: str) -> dict[str, Any]:
+    return {
+        "type": "row",
+        "id": layout.id(),
+        "title": title,
+        "collapsed": False,
+        "gridPos": layout.new_row(),
+        "panels": [],
+    }
+
+
+def panel(
+    layout: Layout,
+    kind: str,
+    title: str,
+    description: str,
+    targets: list[dict[str, Any]],
+    *,
+    width: int = 12,
+    height: int = 8,
+    unit: str = "short",
+    mappings: list[dict[str, Any]] | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    thresholds: list[dict[str, Any]] | None = None,
+    options: dict[str, Any] | None = None,
+    custom: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit, "mappings": mappings or []}
+    if custom:
+        defaults["custom"] = custom
+    if minimum is not None:
+        defaults["min"] = minimum
+    if maximum is not None:
+        defaults["max"] = maximum
+    defaults["thresholds"] = {
+        "mode": "absolute",
+        "steps": thresholds or [{"color": "green", "value": None}],
+    }
+    result: dict[str, Any] = {
+        "type": kind,
+        "id": layout.id(),
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "gridPos": layout.place(width, height),
+        "targets": [{**t, "refId": chr(ord("A") + i)} for i, t in enumerate(targets)],
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options or {},
+    }
+    result.update(extra or {})
+    return result
+
+
+def variable(name: str, label: str, query: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": f"{name}-values"},
+        "definition": query,
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": 3,
+    }
+
+
+def overview() -> dict[str, Any]:
+    lay = Layout()
+    legend = "{{experiment}} {{tier}}"
+    grade_steps: list[dict[str, Any]] = [
+        {"color": "red", "value": None},
+        {"color": "orange", "value": 0.65},
+        {"color": "yellow", "value": 0.75},
+        {"color": "#73BF69", "value": 0.85},
+        {"color": "green", "value": 0.95},
+    ]
+    timeseries_opts = {
+        "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]}
+    }
+    panels = [
+        row(lay, "Grades"),
+        panel(
+            lay,
+            "stat",
+            "Grade of $tier",
+            "Letter grade of the median composite score of each experiment's 10-run window of this tier.",
+            [target(f"evalstream:tier_grade_points{{{SEL}}}", "{{experiment}}")],
+            width=6,
+            height=5,
+            mappings=GRADE_MAPPINGS,
+            thresholds=[
+                {"color": "red", "value": None},
+                {"color": "orange", "value": 1},
+                {"color": "yellow", "value": 2},
+                {"color": "#73BF69", "value": 3},
+                {"color": "green", "value": 4},
+            ],
+            options={
+                "colorMode": "background",
+                "graphMode": "none",
+                "textMode": "value_and_name",
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            },
+            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 6},
+        ),
+        row(lay, "Quality"),
+        panel(
+            lay,
+            "timeseries",
+            "Median composite score per tier",
+            "Median of (pass + impl) / 2 over each window; the lines are the grade thresholds.",
+            [target(f"evalstream:tier_composite_median{{{SEL}}}", legend)],
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+            thresholds=grade_steps,
+            options=timeseries_opts,
+            custom={"thresholdsStyle": {"mode": "line"}},
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Pass rate (window mean)",
+            "Share of the window's runs that passed.",
+            [target(f"evalstream:tier_pass_rate_mean{{{SEL}}}", legend)],
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Uplift vs baseline",
+            "(median composite - baseline's) / baseline's; absent while the baseline has no data or scores 0.",
+            [target(f"evalstream:tier_uplift_ratio{{{SEL}}}", legend)],
+            unit="percentunit",
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "bargauge",
+            "pass@k",
+            "Unbiased pass@k over each window (k up to the runs in the window).",
+            [
+                target(
+                    f"max by (experiment, tier, k) (evalstream_tier_pass_at_k{{{SEL}}})",
+                    "{{experiment}} {{tier}} pass@{{k}}",
+                )
+            ],
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+            options={
+                "displayMode": "gradient",
+                "orientation": "horizontal",
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            },
+        ),
+        row(lay, "Cost"),
+        panel(
+            lay,
+            "timeseries",
+            "Median cost per run",
+            "USD, billed or priced from tokens.",
+            [target(f"evalstream:tier_cost_median_usd{{{SEL}}}", legend)],
+            unit="currencyUSD",
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "stat",
+            "Cost of pass (median)",
+            "What one passing run costs; 'never passes' when no run of the window passed (+Inf).",
+            [target(f"evalstream:tier_cost_of_pass_median_usd{{{SEL}}}", legend)],
+            unit="currencyUSD",
+            mappings=NEVER_PASSES,
+            options={
+                "colorMode": "value",
+                "graphMode": "none",
+                "textMode": "value_and_name",
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            },
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Cross-tier variance",
+            "Population variance of the tiers' medians: high means the experiment is sensitive to the tier.",
+            [
+                target(
+                    f"max by (experiment) (evalstream_experiment_pass_rate_variance{{{EXP}}})",
+                    "{{experiment}} pass rate",
+                ),
+                target(
+                    f"max by (experiment) (evalstream_experiment_impl_rate_variance{{{EXP}}})",
+                    "{{experiment}} impl rate",
+                ),
+                target(
+                    f"max by (experiment) (evalstream_experiment_cost_variance{{{EXP}}})",
+                    "{{experiment}} cost",
+                ),
+            ],
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Cost delta across tiers",
+            "Most minus least expensive tier, by median cost per run.",
+            [
+                target(
+                    f"max by (experiment) (evalstream_experiment_cost_delta_usd{{{EXP}}})",
+                    "{{experiment}}",
+                )
+            ],
+            unit="currencyUSD",
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "bargauge",
+            "Window fill",
+            "Runs in each window over its capacity; grades and alerts only count full windows.",
+            [target(f"evalstream:tier_window_fill_ratio{{{SEL}}}", legend)],
+            width=24,
+            height=6,
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+            options={
+                "displayMode": "basic",
+                "orientation": "vertical",
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            },
+        ),
+        row(lay, "Service"),
+        panel(
+            lay,
+            "timeseries",
+            "Runs processed per second",
+            "Messages read from run-completed, runs that entered a window, and ignored runs.",
+            [
+                target("evalstream:runs_received:rate1m", "received"),
+                target("evalstream:runs_accepted:rate1m", "accepted"),
+                target("evalstream:runs_ignored:rate5m", "ignored {{reason}}"),
+            ],
+            width=8,
+            unit="ops",
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Rejected by reason",
+            "Dead-lettered messages per second (they keep their original bytes on run-completed.dlq).",
+            [
+                target(
+                    "sum by (reason) (rate(evalstream_runs_rejected_total[$__rate_interval]))",
+                    "{{reason}}",
+                )
+            ],
+            width=8,
+            unit="ops",
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Consumer lag",
+            "Messages waiting on evalstream's source topics.",
+            [target("evalstream:consumer_lag_messages", "{{topic}}")],
+            width=8,
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Processing latency per event",
+            "p50 and p99 of the time one event takes in each stage.",
+            [
+                target(
+                    "histogram_quantile(0.5, sum by (le, stage) (rate(evalstream_processing_seconds_bucket[$__rate_interval])))",
+                    "p50 {{stage}}",
+                ),
+                target("evalstream:processing_seconds:p99", "p99 {{stage}}"),
+            ],
+            unit="s",
+            options=timeseries_opts,
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Run age at processing",
+            "Processing time minus the run's completed_at: how far behind real time the grades are.",
+            [
+                target("evalstream:run_age_seconds:p50", "p50"),
+                target("evalstream:run_age_seconds:p99", "p99"),
+            ],
+            unit="s",
+            options=timeseries_opts,
+        ),
+    ]
+    return {
+        "uid": "evalstream-overview",
+        "title": "evalstream overview",
+        "description": "Live grades, quality, cost and service health of AI coding-agent evaluations.",
+        "tags": ["evalstream"],
+        "timezone": "browser",
+        "schemaVersion": 38,
+        "version": 1,
+        "editable": True,
+        "refresh": "10s",
+        "time": {"from": "now-3h", "to": "now"},
+        "templating": {
+            "list": [
+                variable(
+                    "experiment",
+                    "Experiment",
+                    "label_values(evalstream:tier_grade_points, experiment)",
+                ),
+                variable(
+                    "tier", "Tier", f"label_values(evalstream:tier_grade_points{{{EXP}}}, tier)"
+                ),
+            ]
+        },
+        "annotations": {
+            "list": [
+                {
+                    "name": "Grade changes",
+                    "datasource": DS,
+                    "enable": True,
+                    "iconColor": "orange",
+                    "expr": f"sum by (experiment, tier, direction) (increase(evalstream_grade_changes_total{{{SEL}}}[2m])) > 0",
+                    "step": "30s",
+                    "titleFormat": "Grade {{direction}}: {{experiment}}/{{tier}}",
+                    "tagKeys": "experiment,tier,direction",
+                    "textFormat": "",
+                    "useValueForTime": False,
+                }
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def render() -> dict[str, str]:
+    """File name -> JSON text of every dashboard."""
+    return {"evalstream-overview.json": json.dumps(overview(), indent=2, sort_keys=True) + "\n"}
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for name, text in render().items():
+        path = OUT / name
+        if "--check" in argv:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(
+            f"stale dashboards: {', '.join(stale)}; run: python grafana/generate.py",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
