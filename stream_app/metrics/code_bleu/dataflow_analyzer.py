@@ -1,0 +1,303 @@
+"""CodeBLEU's semantic dataflow match (Ren et al. 2020) on Python's own `ast`.
+
+The dataflow graph has one node per variable occurrence (identifiers, and literals where they feed
+an assignment) and two kinds of edges, as in the paper and its reference implementation:
+- `comesFrom`: a use of `x` comes from the occurrences of `x` that may have defined it last
+  (branches merge their states; loop bodies are walked twice to see loop-carried flows);
+- `computedFrom`: an assignment target is computed from the occurrences on the right-hand side.
+Occurrences without any edge are dropped, an occurrence's edges are merged, and variables are
+renamed `var_0, var_1, …` in order of appearance, so names do not matter, only the flow.
+
+Score: the clipped count of the reference's edges found in the candidate, divided by the
+reference's edge count. Parents are compared as sets (sorted), which makes the result independent
+of hash order (the reference implementation compares hash-ordered lists and needs
+PYTHONHASHSEED=0 to be repeatable). Degenerate cases: a reference with no dataflow, or one that
+does not parse, gives None (undefined: left out of CodeBLEU; the reference implementation counts
+such a pair as 1.0); a candidate that does not parse scores 0.0.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from stream_app.metrics.code_bleu.ast_matcher import parse_python
+
+Pos = tuple[int, int]
+States = dict[str, list[Pos]]
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+class DataflowEdge(NamedTuple):
+    """A normalized dataflow node: variable id, relation, and the ids it flows from (sorted)."""
+
+    variable: str
+    relation: str
+    parents: tuple[str, ...]
+
+
+@dataclass
+class _Item:
+    name: str
+    pos: Pos
+    relation: str
+    parents: list[str] = field(default_factory=list)
+    parent_pos: list[Pos] = field(default_factory=list)
+
+
+class _Token(NamedTuple):
+    text: str
+    pos: Pos
+    identifier: bool
+
+
+def _pos(node: ast.AST) -> Pos | None:
+    lineno = getattr(node, "lineno", None)
+    if lineno is not None:
+        return (lineno, getattr(node, "col_offset", 0))
+    positions = [p for c in ast.iter_child_nodes(node) if (p := _pos(c)) is not None]
+    return min(positions) if positions else None
+
+
+def _leaf(node: ast.AST) -> _Token | None:
+    pos = _pos(node)
+    if pos is None:
+        return None
+    if isinstance(node, ast.Name):
+        return _Token(node.id, pos, True)
+    if isinstance(node, ast.Constant):
+        return _Token(repr(node.value)[:64], pos, False)
+    if isinstance(node, ast.JoinedStr):
+        return _Token(ast.unparse(node)[:64], pos, False)
+    return None
+
+
+def _parts(node: ast.AST) -> list[ast.AST | _Token]:
+    """A node's children in source order, with the names the AST keeps as plain strings
+    (attributes, keyword arguments, imported names, def/class names, parameters) as tokens."""
+    parts: list[tuple[Pos, int, ast.AST | _Token]] = []
+    for index, child in enumerate(ast.iter_child_nodes(node)):
+        if isinstance(
+            child, ast.expr_context | ast.operator | ast.unaryop | ast.cmpop | ast.boolop
+        ):
+            continue
+        pos = _pos(child)
+        if pos is not None:
+            parts.append((pos, index, child))
+    here = _pos(node) or (0, 0)
+    if isinstance(node, ast.Attribute) and node.end_lineno is not None:
+        end_col = node.end_col_offset or 0
+        parts.append(
+            ((node.end_lineno, end_col - len(node.attr)), -1, _Token(node.attr, here, True))
+        )
+    elif isinstance(node, ast.keyword) and node.arg:
+        parts.append((here, -1, _Token(node.arg, here, True)))
+    elif isinstance(node, ast.alias):
+        parts.append((here, -1, _Token(node.asname or node.name, here, True)))
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        name_pos = (here[0], here[1] + 1)  # after `def`/`class`, before the parameters
+        parts.append((name_pos, -1, _Token(node.name, name_pos, True)))
+    elif isinstance(node, ast.arg):
+        parts.append((here, -1, _Token(node.arg, here, True)))
+    parts.sort(key=lambda p: (p[0], p[1]))
+    return [p[2] for p in parts]
+
+
+def _tokens(node: ast.AST | None) -> list[_Token]:
+    """Every identifier and literal occurrence under a node, in source order."""
+    if node is None:
+        return []
+    leaf = _leaf(node)
+    if leaf is not None:
+        return [leaf]
+    out: list[_Token] = []
+    for part in _parts(node):
+        out.extend([part] if isinstance(part, _Token) else _tokens(part))
+    return out
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+
+    def use(self, token: _Token, states: States) -> States:
+        if token.text in states:
+            self.items.append(
+                _Item(token.text, token.pos, "comesFrom", [token.text], list(states[token.text]))
+            )
+        else:
+            if token.identifier:  # a first occurrence starts the variable's chain
+                states[token.text] = [token.pos]
+            self.items.append(_Item(token.text, token.pos, "comesFrom"))
+        return states
+
+    def assign(self, target: ast.AST, value: ast.AST | None, states: States) -> States:
+        lefts: list[ast.AST] = [target]
+        rights: list[ast.AST | None] = [value]
+        if (
+            isinstance(target, ast.Tuple | ast.List)
+            and isinstance(value, ast.Tuple | ast.List)
+            and len(target.elts) == len(value.elts) > 0
+        ):
+            lefts, rights = list(target.elts), list(value.elts)
+        for left, right in zip(lefts, rights, strict=True):
+            sources = _tokens(right)
+            for token in _tokens(left):
+                self.items.append(
+                    _Item(
+                        token.text,
+                        token.pos,
+                        "computedFrom",
+                        [s.text for s in sources],
+                        [s.pos for s in sources],
+                    )
+                )
+                states[token.text] = [token.pos]
+        return states
+
+    def block(self, statements: list[ast.stmt], states: States) -> States:
+        for statement in statements:
+            states = self.visit(statement, states)
+        return states
+
+    def visit(self, node: ast.AST, states: States) -> States:
+        leaf = _leaf(node)
+        if leaf is not None:
+            return self.use(leaf, states)
+        if isinstance(node, ast.Assign):
+            states = self.visit(node.value, states)
+            for target in node.targets:
+                states = self.assign(target, node.value, states)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            if node.value is not None:
+                states = self.visit(node.value, states)
+                states = self.assign(node.target, node.value, states)
+        elif isinstance(node, ast.NamedExpr):
+            states = self.visit(node.value, states)
+            states = self.assign(node.target, node.value, states)
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            for _ in range(2):  # twice: the second pass sees flows carried around the loop
+                states = self.visit(node.iter, states)
+                states = self.assign(node.target, node.iter, states)
+                states = self.block(node.body, states)
+            states = self.block(node.orelse, states)
+        elif isinstance(node, ast.While):
+            for _ in range(2):
+                states = self.visit(node.test, states)
+                states = self.block(node.body, states)
+            states = self.block(node.orelse, states)
+        elif isinstance(node, ast.If):
+            after_body = self.block(node.body, self.visit(node.test, _copy(states)))
+            after_else = self.block(node.orelse, _copy(states)) if node.orelse else states
+            states = _merge(after_body, after_else)
+        elif isinstance(node, _COMPREHENSIONS):
+            heads = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            for head in heads:
+                states = self.visit(head, states)
+            for generator in node.generators:
+                states = self.visit(generator.iter, states)
+                states = self.assign(generator.target, generator.iter, states)
+                for condition in generator.ifs:
+                    states = self.visit(condition, states)
+        elif isinstance(node, ast.arguments):
+            states = self._parameters(node, states)
+        else:
+            for part in _parts(node):
+                states = (
+                    self.use(part, states) if isinstance(part, _Token) else self.visit(part, states)
+                )
+        return states
+
+    def _parameters(self, args: ast.arguments, states: States) -> States:
+        positional = args.posonlyargs + args.args
+        defaults: dict[int, ast.expr | None] = {}
+        with_default = positional[len(positional) - len(args.defaults) :]
+        for param, positional_default in zip(with_default, args.defaults, strict=True):
+            defaults[id(param)] = positional_default
+        for param, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+            defaults[id(param)] = kw_default
+        params = [*positional, args.vararg, *args.kwonlyargs, args.kwarg]
+        for param in sorted(
+            (p for p in params if p is not None), key=lambda p: (p.lineno, p.col_offset)
+        ):
+            default = defaults.get(id(param))
+            if default is not None:
+                states = self.visit(default, states)
+                states = self.assign(
+                    ast.Name(param.arg, lineno=param.lineno, col_offset=param.col_offset),
+                    default,
+                    states,
+                )
+            else:
+                states = self.use(_Token(param.arg, (param.lineno, param.col_offset), True), states)
+            if param.annotation is not None:
+                states = self.visit(param.annotation, states)
+        return states
+
+
+def _copy(states: States) -> States:
+    return {k: list(v) for k, v in states.items()}
+
+
+def _merge(*branches: States) -> States:
+    merged: States = {}
+    for branch in branches:
+        for name, positions in branch.items():
+            merged.setdefault(name, []).extend(positions)
+    return {name: sorted(set(positions)) for name, positions in merged.items()}
+
+
+def _graph(tree: ast.Module) -> list[DataflowEdge]:
+    builder = _Builder()
+    builder.block(tree.body, {})
+    items = sorted(builder.items, key=lambda i: i.pos)
+    linked = {i.pos for i in items if i.parent_pos} | {p for i in items for p in i.parent_pos}
+    merged: dict[Pos, _Item] = {}
+    for item in items:
+        if item.pos not in linked:
+            continue
+        seen = merged.get(item.pos)
+        if seen is None:
+            merged[item.pos] = _Item(item.name, item.pos, item.relation, list(item.parents))
+        else:
+            seen.parents.extend(p for p in item.parents if p not in seen.parents)
+    names: dict[str, str] = {}
+    edges = []
+    for item in merged.values():
+        parents = list(dict.fromkeys(item.parents))
+        for name in [*parents, item.name]:
+            names.setdefault(name, f"var_{len(names)}")
+        edges.append(
+            DataflowEdge(names[item.name], item.relation, tuple(sorted(names[p] for p in parents)))
+        )
+    return edges
+
+
+def extract_dataflows(code: str) -> list[DataflowEdge] | None:
+    """The normalized dataflow graph of Python code (edges in source order); None if it does not
+    parse. Deeply nested code that exhausts the recursion limit counts as not parsing."""
+    tree = parse_python(code)
+    if tree is None:
+        return None
+    try:
+        return _graph(tree)
+    except RecursionError:
+        return None
+
+
+def calculate_dataflow_match(candidate: str, reference: str) -> float | None:
+    """Share of the reference's dataflow edges the candidate has (clipped); None when undefined."""
+    ref = extract_dataflows(reference)
+    if not ref:
+        return None
+    cand = extract_dataflows(candidate) or []
+    remaining: dict[DataflowEdge, int] = {}
+    for edge in cand:
+        remaining[edge] = remaining.get(edge, 0) + 1
+    matched = 0
+    for edge in ref:
+        if remaining.get(edge, 0) > 0:
+            remaining[edge] -= 1
+            matched += 1
+    return matched / len(ref)
