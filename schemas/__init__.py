@@ -5,18 +5,28 @@ Producers in other languages use the JSON Schemas exported from these models to 
 """
 
 from schemas.aggregates import Statistics, TierAggregate
+from schemas.code_quality import FunctionalCorrectnessMetrics, SemanticClosenessMetrics
 from schemas.common import ExtendedFloat, Grade, RejectReason, TierName, tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import DeadLetter, MessageOrigin
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
-from schemas.run_completed import Judgment, JudgmentSummary, RunCompleted, TokenUsage
+from schemas.run_completed import (
+    CodeSample,
+    Judgment,
+    JudgmentSummary,
+    RunCompleted,
+    TestCounts,
+    TokenUsage,
+)
 from schemas.run_metrics import RunMetrics
 
 __all__ = [
+    "CodeSample",
     "CrossTierReport",
     "DeadLetter",
     "ExtendedFloat",
+    "FunctionalCorrectnessMetrics",
     "Grade",
     "GradeChange",
     "IgnoredCounts",
@@ -28,7 +38,9 @@ __all__ = [
     "ReplayReport",
     "RunCompleted",
     "RunMetrics",
+    "SemanticClosenessMetrics",
     "Statistics",
+    "TestCounts",
     "TierAggregate",
     "TierName",
     "TokenUsage",

@@ -43,6 +43,12 @@ class TierAggregate(BaseModel):
     duration_seconds: Statistics
     cost_of_pass: Statistics
     composite_score: Statistics
+    code_bleu: Statistics | None = Field(
+        default=None, description="Over the window's runs that carry code; null when none does."
+    )
+    test_pass_rate: Statistics | None = Field(
+        default=None, description="Over the window's runs whose tests ran; null when none."
+    )
     grade: Grade = Field(description="Letter grade of the median composite score.")
     pass_at_k: dict[str, float] = Field(
         description="Unbiased pass@k over the window; keys only for k <= runs."

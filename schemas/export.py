@@ -23,6 +23,8 @@ MESSAGES: Final[dict[str, tuple[type[BaseModel], Literal["validation", "serializ
     "grade-change": (schemas.GradeChange, "serialization"),
     "dead-letter": (schemas.DeadLetter, "serialization"),
     "replay-report": (schemas.ReplayReport, "serialization"),
+    "semantic-closeness-metrics": (schemas.SemanticClosenessMetrics, "serialization"),
+    "functional-correctness-metrics": (schemas.FunctionalCorrectnessMetrics, "serialization"),
 }
 
 

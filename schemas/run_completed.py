@@ -9,6 +9,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 from schemas.common import TierName
 
 MAX_TOKENS: Final = 2**53 - 1
+MAX_CODE_BYTES: Final = 200_000
 """Token counts above this are rejected: they cannot be real and would lose precision as floats."""
 
 _INPUT_CONFIG: Final = ConfigDict(
@@ -48,6 +49,36 @@ class TokenUsage(BaseModel):
     cache_read: int = Field(default=0, ge=0, le=MAX_TOKENS)
 
 
+class CodeSample(BaseModel):
+    """The generated code and the reference it is scored against (CodeBLEU)."""
+
+    model_config = _INPUT_CONFIG
+
+    candidate: str = Field(description="Generated code, at most 200 kB of UTF-8.")
+    reference: str = Field(description="Reference solution, at most 200 kB of UTF-8.")
+    language: str = Field(default="python", pattern=r"^[a-z][a-z0-9_+#-]{0,31}$")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        for side in ("candidate", "reference"):
+            size = len(getattr(self, side).encode("utf-8", "surrogatepass"))
+            if size > MAX_CODE_BYTES:
+                raise ValueError(f"code.{side} is {size} bytes; at most {MAX_CODE_BYTES}")
+        return self
+
+
+class TestCounts(BaseModel):
+    """Outcome of the run's test suite."""
+
+    model_config = _INPUT_CONFIG
+    __test__ = False  # not a pytest test class
+
+    passed: int = Field(ge=0, le=MAX_TOKENS)
+    failed: int = Field(ge=0, le=MAX_TOKENS)
+    errors: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    skipped: int = Field(default=0, ge=0, le=MAX_TOKENS)
+
+
 class RunCompleted(BaseModel):
     """A `run-completed` event. `run_id` is the idempotency key: a re-sent `run_id` is a duplicate
     whatever its content, so producers must never reuse one for a different run."""
@@ -71,6 +102,8 @@ class RunCompleted(BaseModel):
     )
     started_at: AwareDatetime = Field(description="ISO-8601 with a UTC offset.")
     completed_at: AwareDatetime = Field(description="ISO-8601 with a UTC offset; >= started_at.")
+    code: CodeSample | None = Field(default=None, description="Scored with CodeBLEU when present.")
+    tests: TestCounts | None = Field(default=None, description="Gives the test pass rate.")
 
     @model_validator(mode="after")
     def _completed_not_before_started(self) -> Self:

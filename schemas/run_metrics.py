@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, Field
 
 from schemas.common import OUTPUT_MODEL_CONFIG, ExtendedFloat, Grade
 
@@ -27,3 +27,9 @@ class RunMetrics(BaseModel):
     cost_of_pass: ExtendedFloat
     composite_score: float
     grade: Grade
+    code_bleu: float | None = Field(
+        default=None, description="CodeBLEU of `code`; null without it."
+    )
+    test_pass_rate: float | None = Field(
+        default=None, description="passed / (passed + failed + errors); null when no test ran."
+    )

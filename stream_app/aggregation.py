@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from schemas.aggregates import TierAggregate
+from schemas.aggregates import Statistics, TierAggregate
 from stream_app.config import CoreConfig
 from stream_app.metrics.grades import assign_letter_grade
 from stream_app.metrics.pass_at_k import calculate_pass_at_k
 from stream_app.metrics.statistics import compute_statistics
 from stream_app.window import TierWindow, from_epoch_us
+
+
+def _optional_statistics(values: list[float | None]) -> Statistics | None:
+    """Statistics over the runs that have the metric; None when no run has it."""
+    present = [v for v in values if v is not None]
+    return compute_statistics(present) if present else None
 
 
 def aggregate_window(
@@ -33,6 +39,8 @@ def aggregate_window(
         duration_seconds=compute_statistics([e.duration_seconds for e in entries]),
         cost_of_pass=compute_statistics([e.cost_of_pass for e in entries]),
         composite_score=composite,
+        code_bleu=_optional_statistics([e.code_bleu for e in entries]),
+        test_pass_rate=_optional_statistics([e.test_pass_rate for e in entries]),
         grade=assign_letter_grade(composite.median, config.grade_thresholds),
         pass_at_k={
             str(k): calculate_pass_at_k(n, passes, k) for k in config.pass_at_k.k_values if k <= n

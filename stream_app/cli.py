@@ -123,6 +123,34 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(load_settings(args.config), options)
 
 
+def _cmd_codebleu(args: argparse.Namespace) -> int:
+    from stream_app.metrics.code_bleu import calculate_code_bleu
+
+    settings = load_settings(args.config)
+    texts = []
+    for name in (args.candidate, args.reference):
+        try:
+            texts.append(Path(name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read {name}: {exc}") from None
+    result = calculate_code_bleu(texts[0], texts[1], settings.code_bleu.weights, args.language)
+    print(result.model_dump_json(indent=2))
+    return EXIT_OK
+
+
+def _cmd_pass_at_k(args: argparse.Namespace) -> int:
+    import json
+
+    from stream_app.metrics.pass_at_k import calculate_pass_at_k
+
+    try:
+        scores = {str(k): calculate_pass_at_k(args.n, args.c, k) for k in args.k}
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps({"n": args.n, "c": args.c, "pass_at_k": scores}, indent=2))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-app",
@@ -180,6 +208,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     _add_config(demo)
     demo.set_defaults(handler=_cmd_demo)
+
+    codebleu = sub.add_parser(
+        "codebleu", help="CodeBLEU of a candidate file against a reference file, as JSON"
+    )
+    codebleu.add_argument("candidate", metavar="CANDIDATE_FILE")
+    codebleu.add_argument("reference", metavar="REFERENCE_FILE")
+    codebleu.add_argument("--language", default="python", help="python (default) or any other")
+    _add_config(codebleu)
+    codebleu.set_defaults(handler=_cmd_codebleu)
+
+    pass_at_k = sub.add_parser(
+        "pass-at-k", help="unbiased pass@k for n samples with c correct, as JSON"
+    )
+    pass_at_k.add_argument("n", type=int, metavar="N", help="samples")
+    pass_at_k.add_argument("c", type=int, metavar="C", help="correct samples")
+    pass_at_k.add_argument("k", type=int, nargs="+", metavar="K", help="one or more k")
+    pass_at_k.set_defaults(handler=_cmd_pass_at_k)
     return parser
 
 

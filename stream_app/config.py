@@ -9,6 +9,7 @@ one: entries you give replace or add models, the rest stay.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final, Literal, Self
@@ -31,6 +32,7 @@ from pydantic_settings import (
 )
 
 from schemas.common import TierName
+from stream_app.metrics.code_bleu import DEFAULT_WEIGHTS as DEFAULT_CODE_BLEU_WEIGHTS
 from stream_app.metrics.grades import GradeThresholds
 from stream_app.metrics.pass_at_k import DEFAULT_K_VALUES
 from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, normalize_model_name
@@ -54,6 +56,23 @@ class PassAtKConfig(BaseModel):
         return tuple(sorted(set(value)))
 
 
+class CodeBleuConfig(BaseModel):
+    """Seed 004's `code_bleu.weights`: n-gram, weighted n-gram, AST and dataflow match."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_CODE_BLEU_WEIGHTS))
+
+    @field_validator("weights")
+    @classmethod
+    def _four_nonnegative(cls, value: dict[str, float]) -> dict[str, float]:
+        if set(value) != set(DEFAULT_CODE_BLEU_WEIGHTS):
+            raise ValueError(f"code_bleu.weights needs exactly {sorted(DEFAULT_CODE_BLEU_WEIGHTS)}")
+        if any(not math.isfinite(v) or v < 0 for v in value.values()) or sum(value.values()) <= 0:
+            raise ValueError("code_bleu.weights must be >= 0 with a positive sum")
+        return value
+
+
 class CoreConfig(BaseModel):
     """Everything the metric formulas, the windows and the validation depend on."""
 
@@ -64,6 +83,7 @@ class CoreConfig(BaseModel):
     grade_thresholds: GradeThresholds = GradeThresholds()
     baseline_tier: TierName = "T0"
     pass_at_k: PassAtKConfig = PassAtKConfig()
+    code_bleu: CodeBleuConfig = CodeBleuConfig()
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="USD per 1M tokens; merged over the built-in table."
     )

@@ -38,6 +38,10 @@ TIER_STAT_GAUGES: Final = {
     "duration_seconds": "evalstream_tier_duration_seconds",
     "cost_of_pass": "evalstream_tier_cost_of_pass_usd",
 }
+OPTIONAL_STAT_GAUGES: Final = {
+    "code_bleu": "evalstream_tier_code_bleu",
+    "test_pass_rate": "evalstream_tier_test_pass_rate",
+}
 CONTENT_TYPE: Final = (
     CONTENT_TYPE_LATEST.split(";", 1)[0] + "; version=0.0.4"
 )  # aiohttp: no charset
@@ -54,6 +58,15 @@ class Exporter:
                 name, f"{field} statistics over the tier's window", [*tier, "stat"], registry=r
             )
             for field, name in TIER_STAT_GAUGES.items()
+        }
+        self.optional_stat_gauges = {
+            field: Gauge(
+                name,
+                f"{field} statistics over the window's runs that have it",
+                [*tier, "stat"],
+                registry=r,
+            )
+            for field, name in OPTIONAL_STAT_GAUGES.items()
         }
         self.grade_points = Gauge(
             "evalstream_tier_grade_points",
@@ -165,6 +178,13 @@ class Exporter:
             stats: Statistics = getattr(agg, field)
             for stat in STATS:
                 gauge.labels(*labels, stat).set(getattr(stats, stat))
+        for field, gauge in self.optional_stat_gauges.items():
+            optional: Statistics | None = getattr(agg, field)
+            for stat in STATS:
+                if optional is None:
+                    _remove(gauge, *labels, stat)
+                else:
+                    gauge.labels(*labels, stat).set(getattr(optional, stat))
         self.grade_points.labels(*labels).set(grade_points(agg.grade))
         self.window_runs.labels(*labels).set(agg.runs)
         self.window_capacity.labels(*labels).set(agg.capacity)
@@ -173,7 +193,7 @@ class Exporter:
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
         labels = (experiment_id, tier)
-        for gauge in self.stat_gauges.values():
+        for gauge in [*self.stat_gauges.values(), *self.optional_stat_gauges.values()]:
             for stat in STATS:
                 _remove(gauge, *labels, stat)
         for gauge in (self.grade_points, self.window_runs, self.window_capacity):

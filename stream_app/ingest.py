@@ -49,7 +49,11 @@ def evaluate_run(raw: bytes, config: CoreConfig) -> RunMetrics | Rejection:
         return parsed
     try:
         return compute_run_metrics(
-            parsed, config.price_table, config.composite_weights, config.grade_thresholds
+            parsed,
+            config.price_table,
+            config.composite_weights,
+            config.grade_thresholds,
+            config.code_bleu.weights,
         )
     except UnknownModelError as exc:
         return Rejection("unknown_model", {"model": exc.model, "error": str(exc)})

@@ -41,6 +41,8 @@ class WindowEntry(NamedTuple):
     duration_seconds: float
     cost_of_pass: float
     composite_score: float
+    code_bleu: float | None = None  # optional metrics last: older 8-field states still load
+    test_pass_rate: float | None = None
 
     @classmethod
     def from_metrics(cls, m: RunMetrics) -> WindowEntry:
@@ -53,6 +55,8 @@ class WindowEntry(NamedTuple):
             m.duration_seconds,
             m.cost_of_pass,
             m.composite_score,
+            m.code_bleu,
+            m.test_pass_rate,
         )
 
     @property

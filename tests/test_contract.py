@@ -73,6 +73,13 @@ def test_real_sample_event_is_accepted() -> None:
         ("completed_at", 1767603660),
         ("completed_at", "2026-01-05T08:59:59Z"),
         ("started_at", ...),
+        ("code", {"candidate": "x = 1"}),
+        ("code", {"candidate": "x" * 200_001, "reference": "x"}),
+        ("code", {"candidate": "é" * 100_001, "reference": "x"}),  # 200,002 UTF-8 bytes
+        ("code", {"candidate": "x", "reference": "y", "language": "Python 3"}),
+        ("tests", {"passed": -1, "failed": 0}),
+        ("tests", {"passed": "3", "failed": 0}),
+        ("tests", {"passed": 1}),
     ],
 )
 def test_invalid_field_is_a_schema_rejection(path: str, value: Any) -> None:
@@ -95,7 +102,10 @@ def test_invalid_field_is_a_schema_rejection(path: str, value: Any) -> None:
         ("completed_at", "2026-01-05T09:00:00Z"),
         ("started_at", "2026-01-05T10:00:00+01:00"),
         ("unknown_extra", {"anything": [1, 2]}),
-        ("code", {"candidate": "x = 1"}),
+        ("code", {"candidate": "x = 1", "reference": "x = 2"}),
+        ("code", {"candidate": "int x;", "reference": "int y;", "language": "c"}),
+        ("tests", {"passed": 3, "failed": 1}),
+        ("tests", {"passed": 0, "failed": 0, "errors": 0, "skipped": 4}),
     ],
 )
 def test_optional_and_boundary_values_are_accepted(path: str, value: Any) -> None:
@@ -178,6 +188,8 @@ def test_exported_json_schemas_are_current() -> None:
         "grade-change.schema.json",
         "dead-letter.schema.json",
         "replay-report.schema.json",
+        "semantic-closeness-metrics.schema.json",
+        "functional-correctness-metrics.schema.json",
     }
 
 

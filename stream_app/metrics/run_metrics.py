@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.run_completed import RunCompleted
 from schemas.run_metrics import RunMetrics
+from stream_app.metrics.code_bleu import calculate_code_bleu
 from stream_app.metrics.grades import DEFAULT_THRESHOLDS, GradeThresholds, assign_letter_grade
 from stream_app.metrics.pricing import ModelPrice, find_price
+from stream_app.metrics.test_pass_rate import calculate_test_pass_rate
 
 
 class CompositeWeights(BaseModel):
@@ -77,8 +79,10 @@ def compute_run_metrics(
     pricing: Mapping[str, ModelPrice],
     weights: CompositeWeights = DEFAULT_WEIGHTS,
     thresholds: GradeThresholds = DEFAULT_THRESHOLDS,
+    code_bleu_weights: Mapping[str, float] | None = None,
 ) -> RunMetrics:
-    """Every per-run metric; raises UnknownModelError when the run cannot be priced."""
+    """Every per-run metric; raises UnknownModelError when the run cannot be priced. CodeBLEU and
+    the test pass rate when the run carries `code` and `tests`."""
     cost, from_event = run_cost_usd(run, pricing)
     rate = pass_rate(run.passed)
     impl = run.judgment.summary.weighted_score
@@ -97,4 +101,12 @@ def compute_run_metrics(
         cost_of_pass=cost_of_pass(cost, rate),
         composite_score=composite,
         grade=assign_letter_grade(composite, thresholds),
+        code_bleu=calculate_code_bleu(
+            run.code.candidate, run.code.reference, code_bleu_weights, run.code.language
+        ).code_bleu
+        if run.code is not None
+        else None,
+        test_pass_rate=calculate_test_pass_rate(**run.tests.model_dump())
+        if run.tests is not None
+        else None,
     )

@@ -1,0 +1,166 @@
+"""Functional correctness: in-process comparison, and untrusted source in the sandbox, where every
+hostile or broken behaviour becomes a recorded error for its test case."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from stream_app.metrics.functional_correctness import (
+    FunctionalCorrectnessEvaluator,
+    evaluate_source,
+    outputs_match,
+)
+from stream_app.metrics.sandbox import SandboxLimits, network_isolated, run_function
+
+REFERENCE = "def solve(x):\n    return x * 2\n"
+CASES = [{"input": {"x": 1}}, {"input": {"x": 2}}, {"input": {"x": 3}}]
+
+
+def test_outputs_match() -> None:
+    assert outputs_match(0.1 + 0.2, 0.3)
+    assert not outputs_match(0.3001, 0.3)
+    assert outputs_match(math.nan, math.nan)
+    assert outputs_match(
+        {"a": [1, (2.0, 3)], "b": {"c": 1e-13}}, {"a": [1, (2, 3)], "b": {"c": 0.0}}
+    )
+    assert not outputs_match([1, 2], (1, 2))  # a tuple is not a list
+    assert not outputs_match(True, 1)
+    assert not outputs_match({"a": 1}, {"a": 1, "b": 2})
+    assert outputs_match(frozenset({1, 2}), {2, 1})
+
+
+def test_in_process_evaluator_as_in_seed_004() -> None:
+    def reference(xs: list[int]) -> dict[str, object]:
+        return {"result": len(xs)}
+
+    def generated(xs: list[int]) -> dict[str, object]:
+        return {"result": len(xs) if len(xs) < 3 else -1}
+
+    def crashing(xs: list[int]) -> int:
+        raise RuntimeError("boom")
+
+    evaluator = FunctionalCorrectnessEvaluator()
+    cases = [{"input": {"xs": [1]}}, {"input": {"xs": [1, 2, 3]}}]
+    m = evaluator.evaluate(generated, reference, cases)
+    assert (m.tests_passed, m.tests_total, m.pass_rate) == (1, 2, 0.5)
+    assert m.errors[0]["expected"] == "{'result': 3}"
+    assert m.errors[0]["actual"] == "{'result': -1}"
+    m = evaluator.evaluate(crashing, reference, cases)
+    assert m.tests_passed == 0
+    assert m.errors[0]["error"] == "RuntimeError: boom"
+    assert evaluator.evaluate(reference, reference, []).pass_rate == 0.0
+
+
+def test_pandas_dataframes_compare_by_value() -> None:
+    pd = pytest.importorskip("pandas")  # in the dev extra; optional for users
+    evaluator = FunctionalCorrectnessEvaluator()
+    frame = pd.DataFrame({"a": [1.0, 2.0]})
+    assert evaluator._outputs_match({"result": frame}, {"result": frame + 1e-13})
+    assert not evaluator._outputs_match(frame, frame + 1)
+
+
+def test_correct_and_wrong_generated_source() -> None:
+    right = evaluate_source("def solve(x):\n    return x + x\n", REFERENCE, "solve", CASES)
+    assert (right.tests_passed, right.tests_total, right.pass_rate, right.errors) == (3, 3, 1.0, [])
+    wrong = evaluate_source(
+        "def solve(x):\n    return 4 if x == 2 else 0\n", REFERENCE, "solve", CASES
+    )
+    assert wrong.tests_passed == 1
+    assert {e["expected"] for e in wrong.errors} == {"2", "6"}
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("    while True:\n        pass", "timeout"),
+        ("    return len(bytearray(2 * 1024**3))", "MemoryError"),
+        ("    import os\n    return os.fork()", "os.fork is not allowed"),
+        (
+            "    import os\n    return os.system('touch /tmp/evalstream-pwned')",
+            "os.system is not allowed",
+        ),
+        (
+            "    import subprocess\n    return subprocess.run(['true']).returncode",
+            "subprocess.Popen is not allowed",
+        ),
+        (
+            "    import socket\n    socket.create_connection(('127.0.0.1', 22), timeout=1)",
+            "not allowed",
+        ),
+        ("    import os\n    os.abort()", "crashed: killed by SIGABRT"),
+        ("    import faulthandler\n    faulthandler._sigsegv()", "crashed: killed by SIGSEGV"),
+        ("    raise SystemExit(3)", "SystemExit: 3"),
+        ("    return solve(x)", "RecursionError"),
+        ("    return object()", "cannot leave the sandbox"),
+        ("    open('big', 'wb').write(b'x' * (64 * 1024 * 1024))", "File too large"),
+    ],
+)
+def test_hostile_or_broken_code_is_a_recorded_error(body: str, error: str) -> None:
+    source = f"def solve(x):\n{body}\n"
+    started = time.monotonic()
+    m = evaluate_source(source, REFERENCE, "solve", CASES[:1], timeout_s=2.0, memory_mb=256)
+    assert time.monotonic() - started < 10
+    assert m.tests_passed == 0
+    assert m.tests_total == 1
+    assert error in m.errors[0]["error"], m.errors
+    assert not os.path.exists("/tmp/evalstream-pwned")
+
+
+def test_one_bad_case_does_not_spoil_the_others() -> None:
+    source = "def solve(x):\n    while x == 2:\n        pass\n    return x * 2\n"
+    m = evaluate_source(source, REFERENCE, "solve", CASES, timeout_s=1.0)
+    assert m.tests_passed == 2
+    assert "timeout" in m.errors[0]["error"]
+
+
+def test_timed_out_code_leaves_no_process_behind() -> None:
+    source = "def solve(x):\n    import os, time\n    while True:\n        time.sleep(0.01)\n"
+    before = {p for p in os.listdir("/proc") if p.isdigit()}
+    m = evaluate_source(source, REFERENCE, "solve", CASES[:1], timeout_s=0.5)
+    assert "timeout" in m.errors[0]["error"]
+    time.sleep(0.2)
+    after = {p for p in os.listdir("/proc") if p.isdigit()}
+    for pid in after - before:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert b"_sandbox_runner" not in cmdline
+
+
+def test_reference_failures_are_reported_as_such() -> None:
+    m = evaluate_source(REFERENCE, "def solve(x):\n    return 1 / 0\n", "solve", CASES[:1])
+    assert m.errors[0]["error"].startswith("reference failed: ZeroDivisionError")
+
+
+def test_values_cross_as_tagged_json() -> None:
+    result = run_function(
+        "def f():\n    return (1, [2.5, float('inf')], {3}, {(1, 2): b'x'}, None)\n", "f", {}
+    )
+    assert result.ok, result.error
+    assert result.value == (1, [2.5, math.inf], frozenset({3}), {(1, 2): b"x"}, None)
+
+
+def test_print_output_does_not_corrupt_the_result() -> None:
+    result = run_function(
+        "def f():\n    print('__evalstream_sandbox_result__{\"ok\": true}')\n    return 7\n",
+        "f",
+        {},
+    )
+    assert result.value == 7
+
+
+def test_no_network_inside_the_sandbox() -> None:
+    if os.environ.get("CI") == "true":
+        assert network_isolated(), "CI machines must allow a network namespace"
+    elif not network_isolated():
+        pytest.skip("this machine refuses network namespaces")
+    # Even past the audit hook (a raw socket module call), only loopback exists, and it is empty.
+    probe = "def f():\n    import socket\n    return [name for _, name in socket.if_nameindex()]\n"
+    result = run_function(probe, "f", {}, SandboxLimits(timeout_s=5))
+    assert result.value == ["lo"]
