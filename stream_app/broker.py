@@ -64,9 +64,16 @@ class EmbeddedBroker:
     host = "127.0.0.1"
 
     def __init__(
-        self, port: int | None = None, binary: Path | None = None, log_file: Path | None = None
+        self,
+        port: int | None = None,
+        binary: Path | None = None,
+        log_file: Path | None = None,
+        advertised_port: int | None = None,
     ) -> None:
         self.port = port or free_port(self.host)
+        # Clients connect to the advertised address after bootstrap: a proxy in front of the
+        # broker (the network-cut tests) must be advertised, or traffic would bypass it.
+        self.advertised_port = advertised_port or self.port
         self.binary = find_tansu(binary)
         self.log_file = log_file
         self.process: subprocess.Popen[bytes] | None = None
@@ -77,12 +84,14 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        return f"kafka://{self.address}"
+        """What clients bootstrap from: the advertised address."""
+        return f"kafka://{self.host}:{self.advertised_port}"
 
     def start(self, timeout: float = 15.0) -> EmbeddedBroker:
         if port_open(self.host, self.port):
             raise BrokerError(f"port {self.address} is already in use")
         listener = f"tcp://{self.address}"
+        advertised = f"tcp://{self.host}:{self.advertised_port}"
         output = self.log_file.open("ab") if self.log_file else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
@@ -92,7 +101,7 @@ class EmbeddedBroker:
                     "--listener-url",
                     listener,
                     "--advertised-listener-url",
-                    listener,
+                    advertised,
                     "--storage-engine",
                     "memory://tansu/",
                 ],

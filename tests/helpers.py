@@ -64,3 +64,23 @@ def prometheus_tool(name: str) -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+CORPUS_DIR = Path(__file__).parent / "corpus"
+CORPUS_MAX_BYTES = 65536
+
+
+def corpus_stream() -> list[tuple[dict[str, Any], bytes]]:
+    """The corpus in sending order: (manifest entry, bytes); the window-fill runs (entries with
+    expected "accepted") go just before the `late` case."""
+    manifest = json.loads((CORPUS_DIR / "manifest.json").read_text())
+    fill = [line for line in (CORPUS_DIR / "window-fill.jsonl").read_bytes().splitlines() if line]
+    stream: list[tuple[dict[str, Any], bytes]] = []
+    for entry in manifest:
+        if entry["name"] == "late":
+            stream += [
+                ({"name": f"window-fill-{i}", "expected": "accepted", "null_key": False}, raw)
+                for i, raw in enumerate(fill)
+            ]
+        stream.append((entry, (CORPUS_DIR / entry["file"]).read_bytes()))
+    return stream

@@ -4,6 +4,7 @@ subprocesses on loopback. Every process started here is stopped by PID, even whe
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -170,3 +171,28 @@ def outputs_equal_replay(settings: Settings, lines: list[bytes]) -> bool:
         latest(settings, settings.topics.aggregates) == aggs
         and latest(settings, settings.topics.cross_tier) == cross
     )
+
+
+def assert_grade_change_chains(
+    settings: Settings, lines: list[bytes]
+) -> dict[str, list[dict[str, Any]]]:
+    """Grade changes depend on arrival order, so they are checked by invariants: a redelivered
+    change repeats byte-identical, and per tier the distinct changes form an unbroken chain that
+    ends at the final grade (a lost or altered change would break it)."""
+    final = {k.decode(): agg["grade"] for k, agg in expected_outputs(settings, lines)[0].items()}
+    chains: dict[str, list[dict[str, Any]]] = {}
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in records(settings, settings.topics.grade_changes):
+        change = json.loads(record.value)
+        identity = (record.key.decode(), change["run_id"])
+        if identity in seen:
+            assert seen[identity] == change, "a redelivered grade change differs"
+            continue
+        seen[identity] = change
+        chains.setdefault(record.key.decode(), []).append(change)
+    assert chains, "no grade change at all"
+    for key, chain in chains.items():
+        for before, after in itertools.pairwise(chain):
+            assert before["grade"] == after["previous_grade"], (key, before, after)
+        assert chain[-1]["grade"] == final[key], key
+    return chains

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import json
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,10 +10,10 @@ import pytest
 
 from harness import (
     Worker,
+    assert_grade_change_chains,
     expected_outputs,
     outputs_equal_replay,
     produce_lines,
-    records,
     settings_for,
     wait_until,
 )
@@ -65,28 +63,7 @@ def test_sigkill_mid_stream_then_restart_converges_to_replay(
         timeout=90,
         what="outputs equal to replay after the crash",
     )
-    # Grade changes depend on arrival order (a tier's runs come from several input partitions), so
-    # they are checked by invariants: a redelivered change repeats byte-identical, and per tier
-    # the distinct changes form an unbroken chain ending at the final grade (a lost or altered
-    # change would break it). The injected drop must be among them.
-    final_grades = {
-        k.decode(): agg["grade"] for k, agg in expected_outputs(settings, lines)[0].items()
-    }
-    chains: dict[str, list[dict[str, object]]] = {}
-    seen: dict[tuple[str, str], dict[str, object]] = {}
-    for record in records(settings, settings.topics.grade_changes):
-        change = json.loads(record.value)
-        identity = (record.key.decode(), change["run_id"])
-        if identity in seen:
-            assert seen[identity] == change, "a redelivered grade change differs"
-            continue
-        seen[identity] = change
-        chains.setdefault(record.key.decode(), []).append(change)
-    assert chains, "no grade change at all"
-    for key, chain in chains.items():
-        for before, after in itertools.pairwise(chain):
-            assert before["grade"] == after["previous_grade"], (key, before, after)
-        assert chain[-1]["grade"] == final_grades[key], key
+    chains = assert_grade_change_chains(settings, lines)
     drop = chains["synthetic-01/T5"]
     assert any(c["direction"] == "drop" and c["grade"] in ("D", "F") for c in drop), drop
 

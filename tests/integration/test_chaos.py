@@ -1,0 +1,161 @@
+"""Chaos: workers SIGKILLed mid-stream, a worker lost from a group of two, the broker connection
+cut for 10 s. Through all of it the final outputs equal `replay`, no run is lost, and grade
+changes are not duplicated in effect."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from tcp_proxy import TcpProxy
+
+from harness import (
+    Worker,
+    assert_grade_change_chains,
+    expected_outputs,
+    outputs_equal_replay,
+    produce_lines,
+    require_tansu,
+    settings_for,
+    wait_until,
+)
+from stream_app.broker import EmbeddedBroker
+from stream_app.synthetic import GradeDrop, synthetic_lines
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+
+def synthetic(count: int, seed: int) -> list[bytes]:
+    return list(
+        synthetic_lines(
+            count,
+            experiments=3,
+            seed=seed,
+            start=datetime(2026, 4, 1, tzinfo=UTC),
+            drop=GradeDrop(experiment="synthetic-01", tier="T5", after=0.5),
+        )
+    )
+
+
+def received(worker: Worker) -> float:
+    return (
+        worker.metrics().get(("evalstream_runs_received_total", ()), 0.0) if worker.ready() else 0.0
+    )
+
+
+def test_three_sigkills_while_20k_events_stream_in(
+    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+) -> None:
+    settings = settings_for(broker)
+    lines = synthetic(20_000, seed=3)
+    rnd = random.Random(20_000)
+    worker = Worker(broker, tmp_path, "w0").start()
+    workers.append(worker)
+    worker.wait_ready()
+    producer = threading.Thread(target=produce_lines, args=(settings, lines), kwargs={"rate": 1500})
+    producer.start()
+    kills = []
+    try:
+        for round_ in range(1, 4):
+            # A random point in this worker's life: after it has handled some events.
+            threshold = rnd.randint(300, 2500)
+            wait_until(
+                lambda w=worker, t=threshold: received(w) >= t,
+                120,
+                what=f"worker {round_ - 1} mid-stream",
+            )
+            kills.append(received(worker))
+            worker.kill()
+            worker = Worker(broker, tmp_path, f"w{round_}").start()
+            workers.append(worker)
+            worker.wait_ready()
+    finally:
+        producer.join(120)
+    assert len(kills) == 3
+    wait_until(
+        lambda: outputs_equal_replay(settings, lines),
+        180,
+        interval=2,
+        what="outputs equal to replay",
+    )
+    chains = assert_grade_change_chains(settings, lines)
+    assert any(c["direction"] == "drop" for c in chains["synthetic-01/T5"])
+
+
+def test_survivor_takes_all_partitions_and_recovers_the_tables(
+    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+) -> None:
+    settings = settings_for(broker)
+    lines = synthetic(4000, seed=4)
+    a = Worker(broker, tmp_path, "a").start()
+    b = Worker(broker, tmp_path, "b").start()
+    workers += [a, b]
+    wait_until(lambda: a.ready() and b.ready(), 90, what="both workers ready")
+    produce_lines(settings, lines[:2000])
+    wait_until(
+        lambda: outputs_equal_replay(settings, lines[:2000]), 90, what="first half, two workers"
+    )
+    owned_by_b = [name for name, _ in b.metrics() if name == "evalstream_tier_grade_points"]
+    assert owned_by_b, "b owned no tier before it died"
+    b.kill()
+    produce_lines(settings, lines[2000:])
+    wait_until(
+        lambda: outputs_equal_replay(settings, lines),
+        120,
+        interval=2,
+        what="all events, survivor alone",
+    )
+    # The survivor now exports every tier: it recovered b's windows from the changelog.
+    aggs, _ = expected_outputs(settings, lines)
+    wait_until(
+        lambda: (
+            len([1 for name, _ in a.metrics() if name == "evalstream_tier_grade_points"])
+            == len(aggs)
+        ),
+        60,
+        what="every tier's gauges on the survivor",
+    )
+    assert_grade_change_chains(settings, lines)
+
+
+@pytest.fixture
+def proxied(tmp_path: Path) -> Iterator[tuple[EmbeddedBroker, TcpProxy]]:
+    require_tansu()
+    broker = EmbeddedBroker(log_file=tmp_path / "broker.log")
+    proxy = TcpProxy(broker.port)
+    broker.advertised_port = proxy.port
+    proxy.start()
+    broker.start()
+    try:
+        yield broker, proxy
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+def test_broker_connection_cut_for_ten_seconds(
+    proxied: tuple[EmbeddedBroker, TcpProxy], workers: list[Worker], tmp_path: Path
+) -> None:
+    broker, proxy = proxied
+    settings = settings_for(broker)
+    lines = synthetic(3000, seed=5)
+    worker = Worker(broker, tmp_path, "cut").start()
+    workers.append(worker)
+    worker.wait_ready()
+    produce_lines(settings, lines[:1500])
+    wait_until(lambda: outputs_equal_replay(settings, lines[:1500]), 90, what="before the cut")
+    connections_before = proxy.connections
+    proxy.cut()
+    time.sleep(10)
+    worker.assert_alive()
+    proxy.restore()
+    produce_lines(settings, lines[1500:])
+    wait_until(lambda: outputs_equal_replay(settings, lines), 120, interval=2, what="after the cut")
+    assert proxy.connections > connections_before  # it reconnected by itself
+    worker.assert_alive()
+    assert_grade_change_chains(settings, lines)

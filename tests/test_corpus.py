@@ -1,0 +1,72 @@
+"""The bad input corpus through the core: every case gets its expected outcome."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from helpers import CORPUS_MAX_BYTES, corpus_stream
+from stream_app.config import CoreConfig
+from stream_app.replay import Replay
+
+
+def test_corpus_has_the_cases_the_issue_lists() -> None:
+    stream = corpus_stream()
+    names = {entry["name"] for entry, _ in stream}
+    assert len([n for n in names if not n.startswith("window-fill")]) >= 30
+    for required in (
+        "not-json",
+        "not-utf8",
+        "truncated-json",
+        "json-array",
+        "json-scalar-number",
+        "string-for-number",
+        "int-for-bool",
+        "score-below-zero",
+        "score-above-one",
+        "nan-literal",
+        "infinity-literal",
+        "negative-tokens",
+        "huge-integer",
+        "completed-before-started",
+        "naive-timestamp",
+        "unknown-model-without-cost",
+        "over-size-limit",
+        "deep-nesting",
+        "empty-message",
+        "valid-null-key",
+        "duplicate",
+        "late",
+    ):
+        assert required in names
+    for field in (
+        "run-id",
+        "tier",
+        "model",
+        "passed",
+        "judgment",
+        "tokens",
+        "started-at",
+        "completed-at",
+    ):
+        assert f"missing-{field}" in names
+
+
+def test_every_case_gets_its_outcome() -> None:
+    replay = Replay(CoreConfig(max_message_bytes=CORPUS_MAX_BYTES))
+    outcomes: dict[str, str] = {}
+    for line, (entry, raw) in enumerate(corpus_stream(), start=1):
+        rejected, ignored = len(replay.rejected), dict(replay.ignored)
+        replay.feed(raw, line)
+        if len(replay.rejected) > rejected:
+            outcomes[entry["name"]] = replay.rejected[-1].reason
+        elif replay.ignored != ignored:
+            outcomes[entry["name"]] = next(
+                k.value for k in replay.ignored if replay.ignored[k] != ignored[k]
+            )
+        else:
+            outcomes[entry["name"]] = "accepted"
+    expected = {entry["name"]: entry["expected"] for entry, _ in corpus_stream()}
+    assert outcomes == expected
+    assert Counter(r.reason for r in replay.rejected) == Counter(
+        v for v in expected.values() if v not in ("accepted", "duplicate", "late")
+    )
