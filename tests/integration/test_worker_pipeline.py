@@ -109,13 +109,16 @@ def test_metrics_describe_the_known_input(pipeline: tuple[Settings, Worker]) -> 
     for name, reason in REASONS.items():
         expected = sum(1 for n, r in REASONS.items() if r == reason)
         assert m[("evalstream_runs_rejected_total", (("reason", reason),))] == expected, name
-    # Redelivered runs still in their window are duplicates; those already evicted are late.
+    # Every redelivered run is ignored: as a duplicate while its original is in the window, as
+    # late once it was evicted. Which of the two depends on arrival order (the input spreads over
+    # partitions), so only the sum is fixed; replay of the file order sees both kinds.
     ignored = replay_lines(STREAM, settings).ignored
     assert ignored.duplicate + ignored.late == len(DUPLICATES)
     assert ignored.duplicate > 0
     assert ignored.late > 0
-    assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == ignored.duplicate
-    assert m[("evalstream_runs_ignored_total", (("reason", "late"),))] == ignored.late
+    duplicate = m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))]
+    late = m[("evalstream_runs_ignored_total", (("reason", "late"),))]
+    assert duplicate + late == len(DUPLICATES)
 
     def gauge(name: str, **labels: str) -> float:
         return m[(name, tuple(sorted(labels.items())))]
