@@ -63,6 +63,13 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setting
                 timeout=60,
                 what="tier-aggregates and cross-tier-reports equal to replay",
             )
+            # Redelivered runs change no output: wait until the worker has handled every message.
+            windowed = ("evalstream_processing_seconds_count", (("stage", "window"),))
+            wait_until(
+                lambda: worker.metrics().get(windowed) == len(STREAM) - len(BAD),
+                timeout=60,
+                what="every accepted message through the window stage",
+            )
             yield settings, worker
         finally:
             code = worker.stop()
