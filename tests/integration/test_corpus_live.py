@@ -99,6 +99,15 @@ def test_corpus_through_a_live_worker(
     corpus_tier = aggs[b"corpus/T1"]
     assert corpus_tier["run_ids"] == [f"corpus/late-window-{i}" for i in range(10)]
 
+    # The duplicate and late cases change no output: wait for the counters themselves.
+    wait_until(
+        lambda: (
+            worker.metrics().get(("evalstream_processing_seconds_count", (("stage", "window"),)))
+            == len(messages) - len(rejections)
+        ),
+        60,
+        what="every accepted message through the window stage",
+    )
     m = worker.metrics()
     expected_reasons = Counter(e["expected"] for e in rejections)
     for reason in ("invalid_json", "schema", "unknown_model", "too_large"):
