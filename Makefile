@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ../shared/data/scylla-runs.jsonl
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo replay test test-fast tools lint format schemas clean
+.PHONY: help install demo replay test test-fast tools bench lint format schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ tools: ## Prometheus, promtool and amtool into .tools/ (Debian packages; tests s
 
 test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
 	$(BIN)/pytest -m "not integration"
+
+bench: $(STAMP) ## the benchmark (minutes; writes BENCHMARKS.md and bench/results/)
+	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,bench]'
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 format: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

@@ -152,6 +152,18 @@ class Settings(CoreConfig, BaseSettings):
     web_port: int = Field(default=6066, ge=1, le=65535)
     session_timeout_s: float = Field(default=10.0, gt=0)
     heartbeat_interval_s: float = Field(default=3.0, gt=0)
+    batch_max_events: int = Field(
+        default=1000, ge=1, description="Events an agent takes at once (per key per batch writes)."
+    )
+    batch_within_s: float = Field(
+        default=0.02, gt=0, description="Longest wait to fill a batch; bounds the added latency."
+    )
+    fetch_max_wait_s: float = Field(
+        default=0.05, gt=0, le=30, description="Longest a consumer fetch waits for data."
+    )
+    producer_linger_s: float = Field(
+        default=0.005, ge=0, description="How long the producer waits to fill a batch."
+    )
     broker_retry_max_s: float = Field(
         default=30.0, gt=0, description="Longest wait between broker connection attempts."
     )

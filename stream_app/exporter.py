@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -50,6 +50,8 @@ CONTENT_TYPE: Final = (
 class Exporter:
     def __init__(self, version: str, k_values: Iterable[int] = (1, 5, 10)) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._tier_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self._optional_present: set[tuple[str, str, str]] = set()
         self.k_values = tuple(str(k) for k in k_values)
         r = self.registry
         tier = ["experiment", "tier"]
@@ -172,27 +174,51 @@ class Exporter:
         for stage in ("validate", "window", "cross_tier"):
             self.processing.labels(stage=stage)
 
+    def _tier_children(self, labels: tuple[str, str]) -> dict[str, Any]:
+        """The labelled gauges of one tier, looked up once: `labels()` validates its arguments
+        on every call, which made gauge updates the worker's hottest path."""
+        children = self._tier_cache.get(labels)
+        if children is None:
+            children = {
+                f"{field}:{stat}": gauge.labels(*labels, stat)
+                for field, gauge in self.stat_gauges.items()
+                for stat in STATS
+            }
+            children["grade"] = self.grade_points.labels(*labels)
+            children["runs"] = self.window_runs.labels(*labels)
+            children["capacity"] = self.window_capacity.labels(*labels)
+            self._tier_cache[labels] = children
+        return children
+
     def set_tier(self, agg: TierAggregate) -> None:
         labels = (agg.experiment_id, agg.tier)
-        for field, gauge in self.stat_gauges.items():
+        children = self._tier_children(labels)
+        for field in self.stat_gauges:
             stats: Statistics = getattr(agg, field)
             for stat in STATS:
-                gauge.labels(*labels, stat).set(getattr(stats, stat))
+                children[f"{field}:{stat}"].set(getattr(stats, stat))
         for field, gauge in self.optional_stat_gauges.items():
             optional: Statistics | None = getattr(agg, field)
-            for stat in STATS:
-                if optional is None:
-                    _remove(gauge, *labels, stat)
-                else:
+            present = (field, *labels)
+            if optional is not None:
+                for stat in STATS:
                     gauge.labels(*labels, stat).set(getattr(optional, stat))
-        self.grade_points.labels(*labels).set(grade_points(agg.grade))
-        self.window_runs.labels(*labels).set(agg.runs)
-        self.window_capacity.labels(*labels).set(agg.capacity)
+                self._optional_present.add(present)
+            elif present in self._optional_present:  # removing is costly: only what was set
+                for stat in STATS:
+                    _remove(gauge, *labels, stat)
+                self._optional_present.discard(present)
+        children["grade"].set(grade_points(agg.grade))
+        children["runs"].set(agg.runs)
+        children["capacity"].set(agg.capacity)
         for k, value in agg.pass_at_k.items():
             self.pass_at_k.labels(*labels, k).set(value)
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
         labels = (experiment_id, tier)
+        self._tier_cache.pop(labels, None)
+        for field in self.optional_stat_gauges:
+            self._optional_present.discard((field, *labels))
         for gauge in [*self.stat_gauges.values(), *self.optional_stat_gauges.values()]:
             for stat in STATS:
                 _remove(gauge, *labels, stat)

@@ -13,8 +13,9 @@ from schemas.common import Grade
 from schemas.grade_change import GradeChange
 from stream_app.aggregation import aggregate_window
 from stream_app.config import CoreConfig
-from stream_app.metrics.grades import grade_points
-from stream_app.window import AddOutcome, TierWindow, WindowEntry
+from stream_app.metrics.grades import assign_letter_grade, grade_points
+from stream_app.metrics.statistics import median
+from stream_app.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us
 
 STATE_VERSION: Final = 1
 
@@ -54,30 +55,32 @@ class TierState:
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:
         return cls(experiment_id, tier, TierWindow(capacity), None)
 
-    def apply(self, entry: WindowEntry, config: CoreConfig) -> Step:
-        """Add a run; duplicates and late runs change nothing."""
+    def apply(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool = True) -> Step:
+        """Add a run; duplicates and late runs change nothing. The worker applies a batch with
+        `with_aggregate=False` and aggregates once per key at its end: grade changes only need the
+        median composite, computed here for every run."""
         outcome = self.window.add(entry)
         if outcome is not AddOutcome.ADDED:
             return Step(outcome)
-        aggregate = self.aggregate(config)
         change = None
         if self.window.is_full:
+            entries = self.window.entries
+            composite_median = median([e.composite_score for e in entries])
+            grade = assign_letter_grade(composite_median, config.grade_thresholds)
             previous = self.last_full_grade
-            if previous is not None and previous != aggregate.grade:
+            if previous is not None and previous != grade:
                 change = GradeChange(
                     experiment_id=self.experiment_id,
                     tier=self.tier,
                     previous_grade=previous,
-                    grade=aggregate.grade,
-                    direction="drop"
-                    if grade_points(aggregate.grade) < grade_points(previous)
-                    else "rise",
-                    composite_median=aggregate.composite_score.median,
-                    at=aggregate.latest_completed_at,
+                    grade=grade,
+                    direction="drop" if grade_points(grade) < grade_points(previous) else "rise",
+                    composite_median=composite_median,
+                    at=from_epoch_us(entries[-1].completed_at_us),
                     run_id=entry.run_id,
                 )
-            self.last_full_grade = aggregate.grade
-        return Step(outcome, aggregate, change)
+            self.last_full_grade = grade
+        return Step(outcome, self.aggregate(config) if with_aggregate else None, change)
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
         return aggregate_window(self.experiment_id, self.tier, self.window, config)

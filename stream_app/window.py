@@ -59,6 +59,23 @@ class WindowEntry(NamedTuple):
             m.test_pass_rate,
         )
 
+    @classmethod
+    def from_forwarded(cls, doc: dict[str, Any]) -> WindowEntry:
+        """From the JSON of a `RunMetrics` this service produced itself (already validated once,
+        at the edge): no second validation on the hot path. Infinite costs arrive as "Infinity"."""
+        return cls(
+            to_epoch_us(datetime.fromisoformat(doc["completed_at"])),
+            doc["run_id"],
+            doc["pass_rate"],
+            doc["impl_rate"],
+            doc["cost_usd"],
+            doc["duration_seconds"],
+            float(doc["cost_of_pass"]),
+            doc["composite_score"],
+            doc.get("code_bleu"),
+            doc.get("test_pass_rate"),
+        )
+
     @property
     def sort_key(self) -> tuple[int, str]:
         return self.completed_at_us, self.run_id

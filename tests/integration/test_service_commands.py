@@ -42,10 +42,16 @@ def test_demo_runs_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None
             start_new_session=True,
         )
     try:
+        # The table trails the processed count by a stage: wait for a table showing all of it.
         text = wait_until(
-            lambda: (t := out.read_text(errors="replace")) and "processed 1,080/1,080" in t and t,
+            lambda: (
+                (t := out.read_text(errors="replace"))
+                and "processed 1,080/1,080" in t
+                and "test-003           T6        3" in t.rsplit("processed", 1)[-1]
+                and t
+            ),
             timeout=120,
-            what="the demo to process the bundled runs",
+            what="the demo's table to show every processed run",
         )
         demo.send_signal(signal.SIGINT)
         assert demo.wait(60) == 0
