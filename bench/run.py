@@ -236,7 +236,11 @@ async def latency_run(
     sent: dict[str, float] = {}
     latencies: list[float] = []
     consumer = AIOKafkaConsumer(
-        "tier-aggregates", bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="latest"
+        "tier-aggregates",
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="latest",
+        fetch_max_wait_ms=20,  # the probe must not add its own fetch wait to the latency
     )
     await consumer.start()
     await consumer.getmany(timeout_ms=500)
