@@ -241,10 +241,6 @@ def create_app(  # noqa: PLR0915 - one closure per agent/callback reads best as 
         # written: a crash in between re-sends the same changes (identical bytes), never loses one.
         if pending:
             await asyncio.gather(*pending)
-        # The batch's grade changes are acknowledged before the states that record them are
-        # written: a crash in between re-sends the same changes (identical bytes), never loses one.
-        if pending:
-            await asyncio.gather(*pending)
         for key_bytes, state in touched.items():  # once per key per batch
             windows_table[key_bytes] = state.to_json()
             tier_cache[key_bytes] = state

@@ -91,18 +91,23 @@ def install_fetch_highwaters(consumer_kwargs: Callable[[], Mapping[str, Any]]) -
 
 
 def install_fetch_wait(max_wait_ms: int) -> None:
-    """Make the consumers Faust creates wait at most `max_wait_ms` for data per fetch."""
+    """Make the consumers Faust creates (the worker's group consumer and client-only ones) wait at
+    most `max_wait_ms` for data per fetch."""
     from faust.transport.drivers import aiokafka as driver
 
     thread_cls: Any = driver.AIOKafkaConsumerThread
-    original = getattr(thread_cls, "_evalstream_original_create", None)
-    if original is None:
-        original = thread_cls._create_client_consumer
-        thread_cls._evalstream_original_create = original
+    for factory in ("_create_worker_consumer", "_create_client_consumer"):
+        original = getattr(thread_cls, f"_evalstream_original{factory}", None)
+        if original is None:
+            original = getattr(thread_cls, factory)
+            setattr(thread_cls, f"_evalstream_original{factory}", original)
+        setattr(thread_cls, factory, _bounded(original, max_wait_ms))
 
-    def _create_client_consumer(self: Any, transport: Any) -> Any:
-        consumer = original(self, transport)
+
+def _bounded(create: Callable[..., Any], max_wait_ms: int) -> Callable[..., Any]:
+    def create_consumer(self: Any, transport: Any) -> Any:
+        consumer = create(self, transport)
         consumer._fetch_max_wait_ms = max_wait_ms  # read by aiokafka's Fetcher at start()
         return consumer
 
-    thread_cls._create_client_consumer = _create_client_consumer
+    return create_consumer

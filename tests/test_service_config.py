@@ -96,3 +96,27 @@ def test_partitioner_matches_kafkas_default(partitions: int) -> None:
     for key, java_hash in KAFKA_MURMUR2.items():
         assert partition_for(key, partitions) == (java_hash & 0x7FFFFFFF) % partitions
     assert partition_for("foobar", partitions) == partition_for(b"foobar", partitions)
+
+
+def test_consumer_fetch_wait_is_bounded() -> None:
+    # Faust hard-codes a 1.5 s fetch wait; on the embedded broker each hop waited for all of it.
+    from faust.transport.drivers import aiokafka as driver
+
+    create_app(load_settings(fetch_max_wait_s=0.05))
+    thread_cls = driver.AIOKafkaConsumerThread
+
+    class Made:
+        _fetch_max_wait_ms = 1500
+
+    for factory in ("_create_worker_consumer", "_create_client_consumer"):
+        original = getattr(thread_cls, f"_evalstream_original{factory}")
+        setattr(thread_cls, f"_evalstream_original{factory}", lambda self, transport: Made())
+        try:
+            from stream_app.kafka_compat import install_fetch_wait
+
+            install_fetch_wait(50)
+            consumer = getattr(thread_cls, factory)(object(), object())
+            assert consumer._fetch_max_wait_ms == 50
+        finally:
+            setattr(thread_cls, f"_evalstream_original{factory}", original)
+            install_fetch_wait(50)
