@@ -75,6 +75,7 @@ def install_fetch_highwaters(consumer_kwargs: Callable[[], Mapping[str, Any]]) -
     from faust.transport.drivers import aiokafka as driver
 
     thread_cls: Any = driver.AIOKafkaConsumerThread
+    thread_cls._evalstream_consumer_kwargs = consumer_kwargs  # the latest app's connection
     if getattr(thread_cls, "_evalstream_fetch_highwaters", False):
         return
     original = thread_cls._highwaters
@@ -83,7 +84,7 @@ def install_fetch_highwaters(consumer_kwargs: Callable[[], Mapping[str, Any]]) -
         if self.consumer.in_transaction:
             return await original(self, partitions)  # type: ignore[no-any-return]
         tps = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
-        found = await fetch_high_watermarks(consumer_kwargs(), tps)
+        found = await fetch_high_watermarks(thread_cls._evalstream_consumer_kwargs(), tps)
         return {tp: found[TopicPartition(tp.topic, tp.partition)] for tp in partitions}
 
     thread_cls._highwaters = _highwaters
