@@ -39,7 +39,8 @@ class Replay:
         state = self.tiers.get(key)
         if state is None:
             state = self.tiers[key] = TierState.empty(*key, self.config.window_size)
-        step = state.apply(WindowEntry.from_metrics(result), self.config)
+        # The report aggregates each tier once, at the end: no aggregate per run.
+        step = state.apply(WindowEntry.from_metrics(result), self.config, with_aggregate=False)
         if step.outcome is not AddOutcome.ADDED:
             self.ignored[step.outcome] += 1
         if step.grade_change is not None:
