@@ -30,7 +30,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -177,40 +177,58 @@ def create_app(  # noqa: PLR0915 - one closure per agent/callback reads best as 
         for _ in range(events):
             histogram.observe(per_event)
 
-    @app.agent(input_topic, name="validate")
-    async def validate(stream: StreamT[bytes]) -> None:
+    async def run_batches(
+        stream: StreamT[bytes],
+        stage: str,
+        handle: Callable[[Sequence[EventT[bytes]]], Awaitable[None]],
+        cache: dict[bytes, Any] | None = None,
+    ) -> None:
+        """An agent's loop: take a batch, handle it, time it. A batch that fails drops the stage's
+        cache of decoded state, which may then be ahead of the table: the table is reloaded."""
         events: Sequence[EventT[bytes]]
         async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
             started = time.perf_counter()
-            metrics.received.inc(len(events))
-            for event in events:
-                raw = event.value if event.value is not None else b""
-                result = evaluate_run(raw, settings)
-                if isinstance(result, Rejection):
-                    msg = event.message
-                    origin = MessageOrigin(
-                        topic=msg.topic,
-                        partition=msg.partition,
-                        offset=msg.offset,
-                        key=_key_text(event.key),
-                    )
-                    letter = make_dead_letter(raw, result, origin)
-                    await send(topics.dead_letter, event.key, letter.model_dump_json().encode())
-                    metrics.rejected.labels(reason=result.reason).inc()
-                else:
-                    key = tier_key(result.experiment_id, result.tier)
-                    await send(
-                        topics.runs_by_tier,
-                        key.encode(),
-                        result.model_dump_json().encode(),
-                        partition_for(key, n),
-                    )
-            observe("validate", started, len(events))
+            try:
+                await handle(events)
+            except BaseException:
+                if cache is not None:
+                    cache.clear()
+                raise
+            observe(stage, started, len(events))
+
+    async def validate_batch(events: Sequence[EventT[bytes]]) -> None:
+        metrics.received.inc(len(events))
+        for event in events:
+            raw = event.value if event.value is not None else b""
+            result = evaluate_run(raw, settings)
+            if isinstance(result, Rejection):
+                msg = event.message
+                origin = MessageOrigin(
+                    topic=msg.topic,
+                    partition=msg.partition,
+                    offset=msg.offset,
+                    key=_key_text(event.key),
+                )
+                letter = make_dead_letter(raw, result, origin)
+                await send(topics.dead_letter, event.key, letter.model_dump_json().encode())
+                metrics.rejected.labels(reason=result.reason).inc()
+            else:
+                key = tier_key(result.experiment_id, result.tier)
+                await send(
+                    topics.runs_by_tier,
+                    key.encode(),
+                    result.model_dump_json().encode(),
+                    partition_for(key, n),
+                )
 
     # Decoded state of the keys this worker handles, so a batch does not re-read the table. The
     # table (and its changelog) stays the truth: the caches are dropped on every rebalance.
     tier_cache: dict[bytes, TierState] = {}
     experiment_cache: dict[bytes, dict[str, TierMedians]] = {}
+
+    @app.agent(input_topic, name="validate")
+    async def validate(stream: StreamT[bytes]) -> None:
+        await run_batches(stream, "validate", validate_batch)
 
     async def apply_batch(events: Sequence[EventT[bytes]]) -> None:
         touched: dict[bytes, TierState] = {}
@@ -248,15 +266,7 @@ def create_app(  # noqa: PLR0915 - one closure per agent/callback reads best as 
 
     @app.agent(runs_by_tier, name="windows")
     async def windows(stream: StreamT[bytes]) -> None:
-        events: Sequence[EventT[bytes]]
-        async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
-            started = time.perf_counter()
-            try:
-                await apply_batch(events)
-            except BaseException:
-                tier_cache.clear()  # states may be ahead of the table: reload from it
-                raise
-            observe("window", started, len(events))
+        await run_batches(stream, "window", apply_batch, tier_cache)
 
     def load_medians(raw: bytes | None) -> dict[str, TierMedians]:
         if raw is None:
@@ -268,31 +278,26 @@ def create_app(  # noqa: PLR0915 - one closure per agent/callback reads best as 
         await send(topics.cross_tier, experiment_id.encode(), report.model_dump_json().encode())
         metrics.set_experiment(report)
 
+    async def report_batch(events: Sequence[EventT[bytes]]) -> None:
+        touched: dict[bytes, dict[str, TierMedians]] = {}
+        for event in events:
+            doc = json.loads(event.value)
+            key = doc["experiment_id"].encode()
+            tiers = touched.get(key) or experiment_cache.get(key)
+            if tiers is None:
+                tiers = load_medians(experiments_table.get(key))
+            tiers[doc["tier"]] = TierMedians(
+                *(float(doc[f]["median"]) for f in TierMedians._fields)
+            )
+            touched[key] = tiers
+        for key, tiers in touched.items():  # once per experiment per batch
+            experiments_table[key] = json.dumps(tiers, separators=(",", ":")).encode()
+            experiment_cache[key] = tiers
+            await publish_report(key.decode(), tiers)
+
     @app.agent(aggregates, name="cross-tier")
     async def cross_tier_agent(stream: StreamT[bytes]) -> None:
-        events: Sequence[EventT[bytes]]
-        async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
-            started = time.perf_counter()
-            touched: dict[bytes, dict[str, TierMedians]] = {}
-            try:
-                for event in events:
-                    doc = json.loads(event.value)
-                    key = doc["experiment_id"].encode()
-                    tiers = touched.get(key) or experiment_cache.get(key)
-                    if tiers is None:
-                        tiers = load_medians(experiments_table.get(key))
-                    tiers[doc["tier"]] = TierMedians(
-                        *(float(doc[f]["median"]) for f in TierMedians._fields)
-                    )
-                    touched[key] = tiers
-                for key, tiers in touched.items():
-                    experiments_table[key] = json.dumps(tiers, separators=(",", ":")).encode()
-                    experiment_cache[key] = tiers
-                    await publish_report(key.decode(), tiers)
-            except BaseException:
-                experiment_cache.clear()
-                raise
-            observe("cross_tier", started, len(events))
+        await run_batches(stream, "cross_tier", report_batch, experiment_cache)
 
     def owned_partitions(topic: str) -> set[int]:
         return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
