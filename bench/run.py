@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from stream_app.broker import EmbeddedBroker, free_port  # noqa: E402
 from stream_app.config import load_settings  # noqa: E402
 from stream_app.kafka_client import ensure_topics  # noqa: E402
+from stream_app.processes import stop_process  # noqa: E402
 from stream_app.producer import produce  # noqa: E402
 from stream_app.synthetic import synthetic_lines  # noqa: E402
 
@@ -125,13 +125,7 @@ def faust_baseline(
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    stop_process(proc, timeout=30)
 
 
 class Worker:

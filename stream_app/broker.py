@@ -7,12 +7,13 @@ from __future__ import annotations
 import importlib.resources
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+
+from stream_app.processes import stop_process
 
 
 class BrokerError(Exception):
@@ -125,14 +126,8 @@ class EmbeddedBroker:
 
     def stop(self, timeout: float = 5.0) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            stop_process(process, timeout)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

@@ -31,6 +31,7 @@ from stream_app.broker import EmbeddedBroker, free_port, port_open
 from stream_app.config import Settings
 from stream_app.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.live_table import LiveState, render
+from stream_app.processes import stop_process
 from stream_app.producer import produce
 from stream_app.synthetic import GradeDrop, synthetic_lines
 
@@ -88,14 +89,8 @@ class _WorkerProcess:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        if process is not None:
+            stop_process(process)
 
 
 def _scrape(url: str, name: str) -> float | None:

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_app.broker import BrokerError, EmbeddedBroker, find_tansu, free_port
 from stream_app.config import Settings, load_settings
 from stream_app.kafka_client import last_by_key, read_topic
+from stream_app.processes import stop_process
 from stream_app.producer import produce
 from stream_app.replay import replay_lines
 
@@ -128,14 +129,7 @@ class Worker:
     def stop(self) -> int | None:
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-        return self.process.returncode
+        return stop_process(self.process)
 
 
 def produce_lines(settings: Settings, lines: Iterable[bytes], rate: float | None = None) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import urllib.parse
 import urllib.request
@@ -20,6 +19,7 @@ import yaml
 from harness import Worker, produce_lines, require_tansu, settings_for, wait_until
 from helpers import REPO, encode, make_event, prometheus_tool
 from stream_app.broker import EmbeddedBroker, free_port
+from stream_app.processes import stop_process
 from stream_app.synthetic import GradeDrop, synthetic_lines
 
 pytestmark = pytest.mark.integration
@@ -83,9 +83,7 @@ class Prometheus:
         return result
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(30)
+        stop_process(self.process, timeout=30)
         self.log.close()
 
 
