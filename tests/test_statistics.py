@@ -95,3 +95,58 @@ def test_agrees_with_the_standard_library(values: list[float]) -> None:
     assert s.std_dev == pytest.approx(stdlib_stats.pstdev(values), rel=1e-9, abs=1e-6)
     assert s.min <= s.mean <= s.max
     assert s.std_dev >= 0
+
+
+# Issue 9: the statistics are total. Floats from the whole finite range (both signs, subnormals,
+# the largest doubles) and +inf: never an exception, never NaN, and the order of the values
+# never matters.
+whole_range = st.floats(allow_nan=False, allow_infinity=False) | st.just(math.inf)
+
+
+@given(st.lists(whole_range, min_size=1, max_size=40))
+def test_statistics_are_total_over_the_whole_float_range(values: list[float]) -> None:
+    s = compute_statistics(values)
+    fields = (s.median, s.mean, s.mode, s.min, s.max, s.std_dev)
+    assert not any(math.isnan(v) for v in fields), s
+    assert s.min <= s.median <= s.max
+    assert s.min <= s.mean <= s.max
+    assert s.std_dev >= 0
+    if math.inf in values:
+        assert s.mean == math.inf
+        assert s.std_dev == math.inf
+    variance = population_variance(values)
+    assert not math.isnan(variance)
+    assert variance >= 0
+    assert compute_statistics(list(reversed(values))) == s
+
+
+@pytest.mark.parametrize(
+    ("values", "std"),
+    [
+        ([0.0, 1e155], 5e154),  # (v - mu) ** 2 raised OverflowError
+        ([1.7e308, 1.7e308], 0.0),  # the sum passes 1.8e308: fsum raised OverflowError
+        ([-1.7e308, 1.7e308], 1.7e308),
+        ([1.5e308, 1e308, 0.0], None),
+    ],
+)
+def test_values_whose_sums_or_squares_overflow(values: list[float], std: float | None) -> None:
+    s = compute_statistics(values)
+    assert math.isfinite(s.mean)
+    assert math.isfinite(s.std_dev)
+    if std is not None:
+        assert s.std_dev == pytest.approx(std, rel=1e-15)
+    # The variance itself exceeds the float range: +inf, as the contract allows.
+    assert population_variance([0.0, 1e300]) == math.inf
+    assert std_dev([0.0, 1e300]) == pytest.approx(5e299, rel=1e-15)
+
+
+@given(st.lists(finite, min_size=1, max_size=30))
+def test_scaling_changes_no_bit_of_ordinary_results(values: list[float]) -> None:
+    """The power-of-two scaling is exact: the same bits as the plain formulas give."""
+    plain_mean = min(max(math.fsum(values) / len(values), min(values)), max(values))
+    if min(values) == max(values):
+        plain_mean = values[0]
+    assert mean(values) == plain_mean
+    if min(values) != max(values):
+        plain_var = math.fsum((v - plain_mean) ** 2 for v in values) / len(values)
+        assert population_variance(values) == pytest.approx(plain_var, rel=1e-15, abs=0)

@@ -3,6 +3,11 @@
 Sums use `math.fsum` (correctly rounded, so the result does not depend on the order of the
 values), the mean is clamped into [min, max], and +inf propagates to mean and std-dev instead
 of producing NaN.
+
+Total over every finite input: before summing, values are scaled by a power of two that brings
+the largest magnitude below 1 (exact, so the results are bit-identical to the unscaled formulas
+wherever those do not overflow), so no intermediate sum or square can leave the float range. A
+result that truly exceeds it (the variance of 0 and 1e300) is +inf; nothing raises or gives NaN.
 """
 
 from __future__ import annotations
@@ -29,7 +34,19 @@ def median(values: Sequence[float]) -> float:
     low, high = ordered[mid - 1], ordered[mid]
     if low == high:  # also keeps inf + inf / 2 == inf
         return low
-    return (low + high) / 2
+    total = low + high
+    if math.isinf(total) and not (math.isinf(low) or math.isinf(high)):
+        return low / 2 + high / 2  # two huge finite values: halve first
+    return total / 2
+
+
+def _scale(values: Sequence[float]) -> float:
+    """A power of two near the largest |value| (1.0 for all zeros): dividing by it is exact and
+    leaves every magnitude below 2 (2**1024 itself is not a float, hence the min)."""
+    largest = max(abs(v) for v in values)
+    if largest == 0:
+        return 1.0
+    return math.ldexp(1.0, min(math.frexp(largest)[1], 1023))
 
 
 def mean(values: Sequence[float]) -> float:
@@ -41,24 +58,39 @@ def mean(values: Sequence[float]) -> float:
         return high if math.isinf(high) else low
     if low == high:
         return low
-    return min(max(math.fsum(values) / len(values), low), high)
+    scale = _scale(values)
+    scaled_mean = math.fsum(v / scale for v in values) / len(values)
+    return min(max(scaled_mean * scale, low), high)
+
+
+def _scaled_variance(values: Sequence[float]) -> tuple[float, float]:
+    """(σ² / s², s) for a power of two s: the variance is their product, the std-dev
+    sqrt(first) · s, each +inf only when it truly exceeds the float range."""
+    mu = mean(values)
+    if math.isinf(mu):
+        return math.inf, 1.0
+    if min(values) == max(values):
+        return 0.0, 1.0
+    scale = _scale(values)
+    scaled_mu = mu / scale
+    deviations = [v / scale - scaled_mu for v in values]  # each within [-4, 4]
+    return math.fsum(d * d for d in deviations) / len(values), scale
 
 
 def population_variance(values: Sequence[float]) -> float:
     """Σ(v - mean)² / n; +inf when any value is infinite; 0.0 for a single value."""
     if not values:
         raise ValueError("variance of no values")
-    mu = mean(values)
-    if math.isinf(mu):
-        return math.inf
-    if min(values) == max(values):
-        return 0.0
-    return math.fsum((v - mu) ** 2 for v in values) / len(values)
+    scaled, scale = _scaled_variance(values)
+    return scaled * scale * scale
 
 
 def std_dev(values: Sequence[float]) -> float:
     """Population standard deviation (we have every run of the window, not a sample)."""
-    return math.sqrt(population_variance(values))
+    if not values:
+        raise ValueError("std-dev of no values")
+    scaled, scale = _scaled_variance(values)
+    return math.sqrt(scaled) * scale
 
 
 def mode(values: Sequence[float]) -> float:
