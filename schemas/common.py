@@ -15,8 +15,12 @@ TierName = Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
 
 Grade = Literal["A", "B", "C", "D", "F"]
 
-RejectReason = Literal["invalid_json", "schema", "unknown_model", "too_large"]
-"""Why an input message was dead-lettered."""
+RejectReason = Literal[
+    "invalid_json", "schema", "unknown_model", "too_large", "processing_error", "state_error"
+]
+"""Why a message was dead-lettered: the first four are the input's fault and decided at the edge;
+`processing_error` is an exception the core raised on one event (detail: stage and error), and
+`state_error` a stored table value that could not be loaded or aggregated (it was reset)."""
 
 ExtendedFloat = Annotated[
     float,

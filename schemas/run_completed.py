@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Final, Literal, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.common import TierName
+from schemas.timestamp import Timestamp
 
-MAX_TOKENS: Final = 2**53 - 1
+MAX_TOKENS: Final = 10**12
+"""Token counts (and test counts, run numbers) above a trillion are rejected: no real run comes near
+it, and every sum and product of such counts stays exact in a float."""
+MAX_COST_USD: Final = 1_000_000.0
+"""A billed cost above a million USD for one run is rejected: far above any real run, and small
+enough that no sum or spread of a window's costs can leave the float range."""
 MAX_CODE_BYTES: Final = 200_000
-"""Token counts above this are rejected: they cannot be real and would lose precision as floats."""
 
 _INPUT_CONFIG: Final = ConfigDict(
     strict=True,  # no "1" for 1, no 0/1 for booleans
@@ -98,10 +103,13 @@ class RunCompleted(BaseModel):
     judgment: Judgment
     tokens: TokenUsage
     cost_usd: float | None = Field(
-        default=None, ge=0.0, description="Billed cost; when absent it is priced from tokens."
+        default=None,
+        ge=0.0,
+        le=MAX_COST_USD,
+        description="Billed cost in USD, at most 1e6; when absent it is priced from tokens.",
     )
-    started_at: AwareDatetime = Field(description="ISO-8601 with a UTC offset.")
-    completed_at: AwareDatetime = Field(description="ISO-8601 with a UTC offset; >= started_at.")
+    started_at: Timestamp = Field(description="RFC 3339 date-time with an offset.")
+    completed_at: Timestamp = Field(description="RFC 3339 date-time with an offset; >= started_at.")
     code: CodeSample | None = Field(default=None, description="Scored with CodeBLEU when present.")
     tests: TestCounts | None = Field(default=None, description="Gives the test pass rate.")
 

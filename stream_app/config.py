@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 
 from schemas.common import TierName
+from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP
 from stream_app.metrics.code_bleu import DEFAULT_WEIGHTS as DEFAULT_CODE_BLEU_WEIGHTS
 from stream_app.metrics.grades import GradeThresholds
 from stream_app.metrics.pass_at_k import DEFAULT_K_VALUES
@@ -39,6 +40,8 @@ from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, normalize_mo
 from stream_app.metrics.run_metrics import CompositeWeights
 
 ONE_MIB: Final = 1024 * 1024
+PRODUCER_MAX_REQUEST_BYTES: Final = 4 * ONE_MIB
+"""The worker's producer request limit; every message it sends is far below it."""
 
 
 class PassAtKConfig(BaseModel):
@@ -166,6 +169,12 @@ class Settings(CoreConfig, BaseSettings):
     )
     broker_retry_max_s: float = Field(
         default=30.0, gt=0, description="Longest wait between broker connection attempts."
+    )
+    dead_letter_cap: int = Field(
+        default=DEAD_LETTER_PAYLOAD_CAP,
+        ge=1024,
+        le=2 * ONE_MIB,
+        description="Largest written payload of a dead letter; longer ones keep their start.",
     )
     security: KafkaSecurity = KafkaSecurity()
     tansu_bin: Path | None = Field(

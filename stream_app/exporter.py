@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,12 +24,7 @@ from schemas.cross_tier import CrossTierReport
 from stream_app.metrics.grades import grade_points
 
 STATS: Final = ("median", "mean", "mode", "min", "max", "std_dev")
-REJECT_REASONS: Final[tuple[RejectReason, ...]] = (
-    "invalid_json",
-    "schema",
-    "unknown_model",
-    "too_large",
-)
+REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
 TIER_STAT_GAUGES: Final = {
     "pass_rate": "evalstream_tier_pass_rate",
     "impl_rate": "evalstream_tier_impl_rate",
@@ -117,13 +112,22 @@ class Exporter:
             "evalstream_runs_received", "Messages read from the input topic", registry=r
         )
         self.accepted = Counter(
-            "evalstream_runs_accepted", "Runs that entered a window", tier, registry=r
+            "evalstream_runs_accepted",
+            "Runs that entered a window whose new state was saved",
+            tier,
+            registry=r,
         )
         self.rejected = Counter(
             "evalstream_runs_rejected", "Messages dead-lettered", ["reason"], registry=r
         )
         self.ignored = Counter(
             "evalstream_runs_ignored", "Valid runs that changed nothing", ["reason"], registry=r
+        )
+        self.quarantined = Counter(
+            "evalstream_state_quarantined",
+            "Stored states that could not be loaded or aggregated, dead-lettered and reset",
+            ["table"],
+            registry=r,
         )
         self.grade_changes = Counter(
             "evalstream_grade_changes",

@@ -1,7 +1,9 @@
 """From raw message bytes to per-run metrics, or to a rejection with a reason.
 
 Validation runs straight from bytes (pydantic's JSON parser), so a message is decoded once; every
-failure is a `Rejection`, never an exception, because bad input must not stop the worker.
+failure is a `Rejection`, never an exception, because bad input must not stop the worker. An
+exception the core raises on one event (a defect, or an input the contract failed to exclude)
+becomes that event's `processing_error`, not the batch's problem.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from schemas.common import RejectReason
-from schemas.dead_letter import DeadLetter, MessageOrigin, encode_payload
+from schemas.dead_letter import (
+    DEAD_LETTER_PAYLOAD_CAP,
+    DeadLetter,
+    MessageOrigin,
+    cap_detail,
+    encode_payload,
+    payload_digest,
+)
 from schemas.run_completed import RunCompleted
 from schemas.run_metrics import RunMetrics
 from stream_app.config import CoreConfig
@@ -27,6 +36,22 @@ class Rejection:
 
     reason: RejectReason
     detail: Any
+
+
+def error_text(exc: BaseException) -> str:
+    """`Type: message`, on one line and at most 1,000 characters."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= 1000 else text[:999] + "…"
+
+
+def processing_error(stage: str, exc: BaseException) -> Rejection:
+    """The rejection of an event on which the core raised `exc` in `stage`."""
+    return Rejection("processing_error", {"stage": stage, "error": error_text(exc)})
+
+
+def state_error(table: str, exc: BaseException) -> Rejection:
+    """The rejection of a stored state that could not be loaded or aggregated."""
+    return Rejection("state_error", {"table": table, "error": error_text(exc)})
 
 
 def parse_run(raw: bytes, max_bytes: int) -> RunCompleted | Rejection:
@@ -43,7 +68,14 @@ def parse_run(raw: bytes, max_bytes: int) -> RunCompleted | Rejection:
 
 
 def evaluate_run(raw: bytes, config: CoreConfig) -> RunMetrics | Rejection:
-    """Validate a message and compute its per-run metrics."""
+    """Validate a message and compute its per-run metrics; never raises for the message's sake."""
+    try:
+        return _evaluate_run(raw, config)
+    except Exception as exc:
+        return processing_error("validate", exc)
+
+
+def _evaluate_run(raw: bytes, config: CoreConfig) -> RunMetrics | Rejection:
     parsed = parse_run(raw, config.max_message_bytes)
     if isinstance(parsed, Rejection):
         return parsed
@@ -60,16 +92,23 @@ def evaluate_run(raw: bytes, config: CoreConfig) -> RunMetrics | Rejection:
 
 
 def make_dead_letter(
-    raw: bytes, rejection: Rejection, origin: MessageOrigin, now: datetime | None = None
+    raw: bytes,
+    rejection: Rejection,
+    origin: MessageOrigin,
+    now: datetime | None = None,
+    payload_cap: int = DEAD_LETTER_PAYLOAD_CAP,
 ) -> DeadLetter:
-    """The dead letter of a rejected message, carrying its original bytes exactly."""
-    payload, encoding = encode_payload(raw)
+    """The dead letter of a rejected message: its original bytes exactly when they fit
+    `payload_cap` as written, else their first bytes with the size and SHA-256 of the whole."""
+    payload, encoding, truncated = encode_payload(raw, payload_cap)
     return DeadLetter(
         reason=rejection.reason,
-        detail=rejection.detail,
+        detail=cap_detail(rejection.detail),
         payload=payload,
         payload_encoding=encoding,
         payload_size=len(raw),
+        payload_sha256=payload_digest(raw),
+        truncated=truncated,
         origin=origin,
         rejected_at=now or datetime.now(UTC),
     )

@@ -112,3 +112,17 @@ def _bounded(create: Callable[..., Any], max_wait_ms: int) -> Callable[..., Any]
         return consumer
 
     return create_consumer
+
+
+def withhold_acks(events: Iterable[Any]) -> None:
+    """Keep a batch's offsets from ever being committed by this process.
+
+    Faust's `take_events` acks every event of a batch when the batch's loop exits, also when
+    the batch failed or was cancelled mid-way, and the next commit would then skip events whose
+    outputs were never written. Marking the messages acked *without* telling the consumer makes
+    that late ack a no-op: the consumer never counts their offsets as done, so it commits nothing
+    at or past them (commits advance over contiguous acked offsets only), and Faust's wait for
+    unacked messages at shutdown does not wait for them either. The next worker to own the
+    partition reads them again."""
+    for event in events:
+        event.message.acked = True

@@ -1,5 +1,9 @@
 """Batch replay: a file of events through the same core the streaming worker uses, giving the
-final state the worker converges to for the same events."""
+final state the worker converges to for the same events.
+
+Runs are folded into their windows in chunks with `fold_runs`, the worker's own window fold, so
+an exception on one run rejects that run (`processing_error`) exactly as the worker dead-letters
+it; a bad line never aborts the replay."""
 
 from __future__ import annotations
 
@@ -11,10 +15,13 @@ from schemas.common import tier_sort_key
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
 from stream_app.config import CoreConfig
-from stream_app.ingest import Rejection, evaluate_run
+from stream_app.ingest import Rejection, evaluate_run, processing_error
 from stream_app.metrics.cross_tier import cross_tier_report
-from stream_app.tier_state import TierState
+from stream_app.tier_state import TierState, fold_runs, tier_key
 from stream_app.window import AddOutcome, WindowEntry
+
+CHUNK_RUNS = 100_000
+"""Runs folded at once: each tier is aggregated once per chunk it appears in."""
 
 
 class Replay:
@@ -22,29 +29,53 @@ class Replay:
 
     def __init__(self, config: CoreConfig) -> None:
         self.config = config
-        self.tiers: dict[tuple[str, str], TierState] = {}
+        self.tiers: dict[str, TierState] = {}
+        self.latest: dict[str, TierAggregate] = {}
         self.rejected: list[ReplayRejection] = []
         self.ignored = {AddOutcome.DUPLICATE: 0, AddOutcome.LATE: 0}
+        self.ignored_lines: dict[int, AddOutcome] = {}
         self.grade_changes: list[GradeChange] = []
+        self._pending: list[tuple[str, WindowEntry]] = []
+        self._pending_lines: list[int] = []
 
     def feed(self, raw: bytes, line: int) -> None:
         """One message (one physical line of the file)."""
         result = evaluate_run(raw, self.config)
-        if isinstance(result, Rejection):
-            self.rejected.append(
-                ReplayRejection(line=line, reason=result.reason, detail=result.detail)
-            )
-            return
-        key = (result.experiment_id, result.tier)
-        state = self.tiers.get(key)
-        if state is None:
-            state = self.tiers[key] = TierState.empty(*key, self.config.window_size)
-        # The report aggregates each tier once, at the end: no aggregate per run.
-        step = state.apply(WindowEntry.from_metrics(result), self.config, with_aggregate=False)
-        if step.outcome is not AddOutcome.ADDED:
-            self.ignored[step.outcome] += 1
-        if step.grade_change is not None:
-            self.grade_changes.append(step.grade_change)
+        if not isinstance(result, Rejection):
+            try:
+                entry = WindowEntry.from_metrics(result)
+            except Exception as exc:
+                result = processing_error("window", exc)
+            else:
+                self._pending.append((tier_key(result.experiment_id, result.tier), entry))
+                self._pending_lines.append(line)
+                if len(self._pending) >= CHUNK_RUNS:
+                    self.flush()
+                return
+        self._reject(line, result)
+
+    def _reject(self, line: int, rejection: Rejection) -> None:
+        self.rejected.append(
+            ReplayRejection(line=line, reason=rejection.reason, detail=rejection.detail)
+        )
+
+    def flush(self) -> None:
+        """Fold the pending runs into their windows (the worker's window fold)."""
+        runs, lines = self._pending, self._pending_lines
+        self._pending, self._pending_lines = [], []
+        folded = fold_runs(runs, self.tiers.get, self.config)
+        for failure in folded.failures:
+            self._reject(lines[failure.index], processing_error("window", failure.error))
+        self.rejected.sort(key=lambda r: r.line)
+        self.tiers.update(folded.states)
+        self.latest.update(folded.results)
+        for steps in folded.steps.values():
+            for index, step in steps:
+                if step.outcome is not AddOutcome.ADDED:
+                    self.ignored[step.outcome] += 1
+                    self.ignored_lines[lines[index]] = step.outcome
+                if step.grade_change is not None:
+                    self.grade_changes.append(step.grade_change)
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""
@@ -55,8 +86,11 @@ class Replay:
 
     def aggregates(self) -> list[TierAggregate]:
         """Every tier's aggregate, by experiment then numeric tier."""
-        keys = sorted(self.tiers, key=lambda k: (k[0], tier_sort_key(k[1])))
-        return [self.tiers[k].aggregate(self.config) for k in keys]
+        self.flush()
+        ordered = sorted(
+            self.latest.values(), key=lambda a: (a.experiment_id, tier_sort_key(a.tier))
+        )
+        return ordered
 
     def report(self) -> ReplayReport:
         tiers = self.aggregates()

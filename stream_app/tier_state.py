@@ -5,17 +5,20 @@ keeps it in a dict, and both step it with `apply`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from schemas.aggregates import TierAggregate
 from schemas.common import Grade
 from schemas.grade_change import GradeChange
+from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.aggregation import aggregate_window
 from stream_app.config import CoreConfig
+from stream_app.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
-from stream_app.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us
+from stream_app.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 
 STATE_VERSION: Final = 1
 
@@ -58,11 +61,20 @@ class TierState:
     def apply(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool = True) -> Step:
         """Add a run; duplicates and late runs change nothing. The worker applies a batch with
         `with_aggregate=False` and aggregates once per key at its end: grade changes only need the
-        median composite, computed here for every run."""
-        outcome = self.window.add(entry)
+        median composite, computed here for every run. Atomic: when it raises, the state is as
+        it was before the call."""
+        outcome, evicted = self.window.insert(entry)
         if outcome is not AddOutcome.ADDED:
             return Step(outcome)
+        try:
+            return self._after_add(entry, config, with_aggregate)
+        except BaseException:
+            self.window.undo(entry, evicted)
+            raise
+
+    def _after_add(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool) -> Step:
         change = None
+        grade = self.last_full_grade
         if self.window.is_full:
             entries = self.window.entries
             composite_median = median([e.composite_score for e in entries])
@@ -79,8 +91,12 @@ class TierState:
                     at=from_epoch_us(entries[-1].completed_at_us),
                     run_id=entry.run_id,
                 )
-            self.last_full_grade = grade
-        return Step(outcome, self.aggregate(config) if with_aggregate else None, change)
+        aggregate = self.aggregate(config) if with_aggregate else None
+        self.last_full_grade = grade  # last: nothing after it can raise
+        return Step(AddOutcome.ADDED, aggregate, change)
+
+    def copy(self) -> TierState:
+        return TierState(self.experiment_id, self.tier, self.window.copy(), self.last_full_grade)
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
         return aggregate_window(self.experiment_id, self.tier, self.window, config)
@@ -94,8 +110,62 @@ class TierState:
 
     @classmethod
     def from_json(cls, experiment_id: str, tier: str, capacity: int, raw: bytes) -> TierState:
-        data: dict[str, Any] = json.loads(raw)
-        if data.get("v") != STATE_VERSION:
-            raise ValueError(f"unknown tier state version {data.get('v')!r}")
-        window = TierWindow.from_state(capacity, data["window"])
-        return cls(experiment_id, tier, window, data["grade"])
+        """Load a stored state; raises ValueError (never anything later) when it is not one."""
+        try:
+            data: Any = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"tier state is not JSON: {exc}") from None
+        if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+            raise ValueError("not a tier state of version 1")
+        rows, grade = data.get("window"), data.get("grade")
+        if not isinstance(rows, list) or grade not in (None, *GRADES):
+            raise ValueError("tier state has no window list or a bad grade")
+        window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
+        return cls(experiment_id, tier, window, grade)
+
+
+GRADES: Final = ("A", "B", "C", "D", "F")
+_MIN_US: Final = to_epoch_us(MIN_UTC)
+_MAX_US: Final = to_epoch_us(MAX_UTC)
+
+
+def _number(value: Any) -> bool:
+    """Every metric of a run is a number >= 0 (cost of pass may be +inf); never NaN."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _checked_row(row: Any) -> list[Any]:
+    """A stored window row, checked field by field: a state that loads can be aggregated."""
+    if not isinstance(row, list) or not 8 <= len(row) <= 10:
+        raise ValueError("tier state row is not a list of 8 to 10 fields")
+    at, run_id, *values = row
+    if not isinstance(at, int) or isinstance(at, bool) or not _MIN_US <= at < _MAX_US:
+        raise ValueError("tier state row has a bad completed_at")
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError("tier state row has a bad run_id")
+    required, optional = values[:6], values[6:]
+    if not all(_number(v) for v in required) or not all(v is None or _number(v) for v in optional):
+        raise ValueError("tier state row has a value that is not a number")
+    return [at, run_id, *(float(v) if v is not None else None for v in values)]
+
+
+def fold_runs(
+    runs: Sequence[tuple[str, WindowEntry]],
+    load: Callable[[str], TierState | None],
+    config: CoreConfig,
+) -> FoldedBatch[str, TierState, Step, TierAggregate]:
+    """A batch of runs (tier key, entry) into their tiers' windows, each changed tier aggregated
+    once; an exception costs only the run that raised it (see `keyed_batch`). The one fold of
+    the worker's window stage and of `replay`."""
+
+    def fresh(key: str) -> TierState:
+        return TierState.empty(*split_tier_key(key), config.window_size)
+
+    def step(state: TierState, entry: WindowEntry) -> tuple[bool, Step]:
+        result = state.apply(entry, config, with_aggregate=False)
+        return result.outcome is AddOutcome.ADDED, result
+
+    def finish(key: str, state: TierState) -> TierAggregate:
+        return state.aggregate(config)
+
+    return KeyedFold(load, fresh, TierState.copy, step, finish).run(runs)

@@ -103,18 +103,38 @@ class TierWindow:
 
     def add(self, entry: WindowEntry) -> AddOutcome:
         """Insert a run in order, evicting the oldest when over capacity."""
+        return self.insert(entry)[0]
+
+    def insert(self, entry: WindowEntry) -> tuple[AddOutcome, WindowEntry | None]:
+        """`add`, also returning the run it evicted, so that `undo` can take the step back."""
         if entry.run_id in self._ids:
-            return AddOutcome.DUPLICATE
+            return AddOutcome.DUPLICATE, None
         entries = self._entries
         key = entry.sort_key
         if len(entries) >= self.capacity and key < entries[0].sort_key:
-            return AddOutcome.LATE
+            return AddOutcome.LATE, None
         bisect.insort(entries, entry, key=_sort_key)
         self._ids.add(entry.run_id)
+        evicted = None
         if len(entries) > self.capacity:
             evicted = entries.pop(0)
             self._ids.discard(evicted.run_id)
-        return AddOutcome.ADDED
+        return AddOutcome.ADDED, evicted
+
+    def undo(self, entry: WindowEntry, evicted: WindowEntry | None) -> None:
+        """Take back an `insert` that returned ADDED (the newest change only)."""
+        index = bisect.bisect_left(self._entries, entry.sort_key, key=_sort_key)
+        del self._entries[index]
+        self._ids.discard(entry.run_id)
+        if evicted is not None:  # it was the oldest, so it goes back first
+            self._entries.insert(0, evicted)
+            self._ids.add(evicted.run_id)
+
+    def copy(self) -> TierWindow:
+        clone = TierWindow(self.capacity)
+        clone._entries = list(self._entries)
+        clone._ids = set(self._ids)
+        return clone
 
     @property
     def entries(self) -> Sequence[WindowEntry]:

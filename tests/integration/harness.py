@@ -60,7 +60,15 @@ def settings_for(broker: EmbeddedBroker, **overrides: Any) -> Settings:
 class Worker:
     """`python -m stream_app worker` as a user runs it, with its own web port and log file."""
 
-    def __init__(self, broker: EmbeddedBroker, workdir: Path, name: str, **env: str) -> None:
+    def __init__(
+        self,
+        broker: EmbeddedBroker,
+        workdir: Path,
+        name: str,
+        command: list[str] | None = None,
+        **env: str,
+    ) -> None:
+        self.command = command or [sys.executable, "-m", "stream_app", "worker"]
         self.port = free_port()
         self.name = name
         self.log_path = workdir / f"{name}.log"
@@ -77,7 +85,7 @@ class Worker:
     def start(self) -> Worker:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "stream_app", "worker"],
+                self.command,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

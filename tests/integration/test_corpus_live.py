@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -95,6 +96,8 @@ def test_corpus_through_a_live_worker(
             else letter["payload"].encode()
         )
         assert raw == originals[key], f"{entry['name']}: payload not byte-exact"
+        assert letter["truncated"] is False
+        assert letter["payload_sha256"] == hashlib.sha256(raw).hexdigest()
         assert letter["origin"]["topic"] == settings.topics.input
         assert letter["origin"]["partition"] == 0
 

@@ -1,0 +1,72 @@
+"""`stream-app worker` with faults injected at its edges, for the failure-path tests.
+
+The worker, the broker and the processes are real; only these seams are patched, from the
+environment, before the worker starts:
+- `FAULT_FAIL_SEND_TOPIC`, `FAULT_FAIL_SEND_AFTER=N`: the N-th record the producer is asked to
+  send to that topic fails with a `KafkaError` (once), as a send the broker refused would.
+- `FAULT_POISON_PREFIX=P`: the core raises `OverflowError` on runs whose id starts with
+  `P-validate` (computing per-run metrics) and on any window holding a run whose id starts with
+  `P-window` (aggregating it): a defect the contract did not exclude, on one event.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def install_send_failure(topic: str, after: int) -> None:
+    import aiokafka
+    from aiokafka.errors import KafkaError
+
+    real = aiokafka.AIOKafkaProducer.send
+    seen = 0
+
+    async def send(self: Any, to: str, *args: Any, **kwargs: Any) -> Any:
+        nonlocal seen
+        if to == topic:
+            seen += 1
+            if seen == after:
+                raise KafkaError(f"injected failure of send #{after} to {topic}")
+        return await real(self, to, *args, **kwargs)
+
+    aiokafka.AIOKafkaProducer.send = send  # type: ignore[method-assign]
+
+
+def install_poison(prefix: str, patch: Callable[[Any, str, Any], None] = setattr) -> None:
+    """`patch` sets an attribute (a test passes its monkeypatch's, which undoes it after)."""
+    from stream_app import ingest, tier_state
+
+    real_metrics = ingest.compute_run_metrics
+    real_aggregate = tier_state.TierState.aggregate
+
+    def compute_run_metrics(run: Any, *args: Any, **kwargs: Any) -> Any:
+        if run.run_id.startswith(f"{prefix}-validate"):
+            raise OverflowError("injected: per-run metrics")
+        return real_metrics(run, *args, **kwargs)
+
+    def aggregate(self: Any, config: Any) -> Any:
+        if any(e.run_id.startswith(f"{prefix}-window") for e in self.window.entries):
+            raise OverflowError("injected: window aggregate")
+        return real_aggregate(self, config)
+
+    patch(ingest, "compute_run_metrics", compute_run_metrics)
+    patch(tier_state.TierState, "aggregate", aggregate)
+
+
+def main() -> int:
+    topic = os.environ.get("FAULT_FAIL_SEND_TOPIC")
+    if topic:
+        install_send_failure(topic, int(os.environ["FAULT_FAIL_SEND_AFTER"]))
+    prefix = os.environ.get("FAULT_POISON_PREFIX")
+    if prefix:
+        install_poison(prefix)
+    from stream_app.cli import main as cli_main
+
+    return cli_main(["worker"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Issue 9: one event's exception costs that event only, in the fold the worker and replay share."""
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import stream_app.tier_state as tier_state_module
+from helpers import encode, make_event
+from stream_app.config import CoreConfig
+from stream_app.keyed_batch import KeyedFold
+from stream_app.replay import Replay
+from stream_app.tier_state import TierState, fold_runs
+from stream_app.window import WindowEntry, to_epoch_us
+
+CONFIG = CoreConfig()
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def entry(i: int, score: float = 0.5) -> WindowEntry:
+    at = to_epoch_us(START + timedelta(minutes=i))
+    return WindowEntry(at, f"run-{i:03d}", 1.0, score, 0.5, 60.0, 0.5, 0.75)
+
+
+class Boom(Exception):
+    pass
+
+
+def counting_fold(
+    poison: set[str], finish_poison: set[str]
+) -> KeyedFold[str, list[str], str, str, int]:
+    """A toy fold: state is a list of event names; `step` raises on `poison`, `finish` raises
+    while the state holds any of `finish_poison`."""
+
+    def step(state: list[str], event: str) -> tuple[bool, str]:
+        if event in poison:
+            raise Boom(event)
+        if event in state:
+            return False, "duplicate"
+        state.append(event)
+        return True, "added"
+
+    def finish(key: str, state: list[str]) -> int:
+        if finish_poison & set(state):
+            raise Boom(f"finish {key}")
+        return len(state)
+
+    return KeyedFold(lambda _: None, lambda _: [], list, step, finish)
+
+
+def test_a_step_that_raises_fails_only_its_event() -> None:
+    fold = counting_fold({"b2"}, set())
+    out = fold.run([("a", "a1"), ("b", "b1"), ("b", "b2"), ("a", "a2"), ("b", "b3")])
+    assert [f.index for f in out.failures] == [2]
+    assert out.states == {"a": ["a1", "a2"], "b": ["b1", "b3"]}
+    assert out.results == {"a": 2, "b": 2}
+
+
+def test_a_finish_that_raises_finds_the_guilty_event_and_keeps_the_rest() -> None:
+    fold = counting_fold(set(), {"b2"})
+    out = fold.run([("a", "a1"), ("b", "b1"), ("b", "b2"), ("a", "a2"), ("b", "b3")])
+    assert [f.index for f in out.failures] == [2]
+    assert str(out.failures[0].error) == "finish b"
+    assert out.states == {"a": ["a1", "a2"], "b": ["b1", "b3"]}
+    assert out.results == {"a": 2, "b": 2}
+    assert [i for i, _ in out.steps["b"]] == [1, 4]
+
+
+def test_a_key_whose_every_event_fails_is_not_saved() -> None:
+    out = counting_fold({"x1", "x2"}, set()).run([("x", "x1"), ("x", "x2"), ("y", "y1")])
+    assert "x" not in out.states
+    assert out.states == {"y": ["y1"]}
+
+
+def test_a_state_that_cannot_be_loaded_is_quarantined_and_started_fresh() -> None:
+    def load(key: str) -> list[str] | None:
+        if key == "bad":
+            raise ValueError("garbage")
+        return ["old"] if key == "good" else None
+
+    base = counting_fold(set(), set())
+    fold = KeyedFold(load, base.fresh, base.copy, base.step, base.finish)
+    out = fold.run([("bad", "n1"), ("good", "n2")])
+    assert [(q.key, str(q.error)) for q in out.quarantined] == [("bad", "garbage")]
+    assert out.states == {"bad": ["n1"], "good": ["old", "n2"]}
+
+
+def test_apply_is_atomic_when_the_grade_step_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = TierState.empty("e", "T1", 3)
+    for i in range(3):
+        state.apply(entry(i), CONFIG)
+    before = state.to_json()
+
+    def explode(*_: Any) -> float:
+        raise Boom("median")
+
+    monkeypatch.setattr(tier_state_module, "median", explode)
+    with pytest.raises(Boom):
+        state.apply(entry(9), CONFIG)  # evicts the oldest, then raises
+    assert state.to_json() == before
+
+
+def test_fold_runs_dead_letters_only_the_run_whose_aggregate_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = tier_state_module.TierState.aggregate
+
+    def aggregate(self: TierState, config: CoreConfig) -> Any:
+        if any(e.run_id == "run-002" for e in self.window.entries):
+            raise OverflowError("poisoned")
+        return real(self, config)
+
+    monkeypatch.setattr(tier_state_module.TierState, "aggregate", aggregate)
+    runs = [("e/T1", entry(i)) for i in range(5)] + [("e/T2", entry(7))]
+    out = fold_runs(runs, lambda _: None, CONFIG)
+    assert [(f.index, type(f.error).__name__) for f in out.failures] == [(2, "OverflowError")]
+    assert [e.run_id for e in out.states["e/T1"].window.entries] == [
+        "run-000",
+        "run-001",
+        "run-003",
+        "run-004",
+    ]
+    assert out.results["e/T1"].run_ids == ["run-000", "run-001", "run-003", "run-004"]
+    assert out.results["e/T2"].runs == 1
+
+
+def test_replay_rejects_the_poisoned_run_with_its_line_and_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = tier_state_module.TierState.aggregate
+
+    def aggregate(self: TierState, config: CoreConfig) -> Any:
+        if any(e.run_id == "poison" for e in self.window.entries):
+            raise OverflowError("poisoned")
+        return real(self, config)
+
+    monkeypatch.setattr(tier_state_module.TierState, "aggregate", aggregate)
+    lines = [
+        encode(make_event(run_id="a")),
+        encode(make_event(run_id="poison", completed_at="2026-01-05T09:02:00Z")),
+        b"not json",
+        encode(make_event(run_id="b", completed_at="2026-01-05T09:03:00Z")),
+    ]
+    replay = Replay(CONFIG)
+    replay.feed_lines(lines)
+    report = replay.report()
+    assert [(r.line, r.reason) for r in report.rejected] == [
+        (2, "processing_error"),
+        (3, "invalid_json"),
+    ]
+    assert report.rejected[0].detail == {"stage": "window", "error": "OverflowError: poisoned"}
+    assert report.tiers[0].run_ids == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[]",
+        b'{"v": 2, "window": [], "grade": null}',
+        b'{"v": 1, "window": {}, "grade": null}',
+        b'{"v": 1, "window": [], "grade": "Z"}',
+        b'{"v": 1, "window": [[1, "r", 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[-1, "r", 1, 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[1e20, "r", 1, 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[253402300800000000, "r", 1, 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[1, 7, 1, 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[1, "r", "x", 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[1, "r", NaN, 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[1, "r", -Infinity, 1, 1, 1, 1, 1]], "grade": null}',
+        b'{"v": 1, "window": [[1, "r", true, 1, 1, 1, 1, 1]], "grade": null}',
+        b"[" * 100_000,
+    ],
+)
+def test_a_stored_state_that_is_not_one_raises_value_error_on_load(raw: bytes) -> None:
+    with pytest.raises(ValueError, match="tier state"):
+        TierState.from_json("e", "T1", 10, raw)
+
+
+def test_a_loaded_state_aggregates() -> None:
+    state = TierState.empty("e", "T1", 10)
+    state.apply(entry(1), CONFIG)
+    loaded = TierState.from_json("e", "T1", 10, state.to_json())
+    assert loaded.aggregate(CONFIG) == state.aggregate(CONFIG)
+    failed = TierState.empty("e", "T1", 10)
+    failed.apply(entry(2)._replace(cost_of_pass=math.inf), CONFIG)
+    assert TierState.from_json("e", "T1", 10, failed.to_json()).window.entries[0].cost_of_pass == (
+        math.inf
+    )
