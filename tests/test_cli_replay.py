@@ -78,3 +78,26 @@ def test_module_entry_point_and_version() -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout.startswith(b"evalstream ")
+
+
+def test_replay_never_aborts_on_inputs_that_overflowed_the_core() -> None:
+    """Issue 9, case 3: these lines made replay exit 1 with a traceback and nothing on stdout."""
+    lines = [
+        encode(make_event(run_id="a", cost_usd=0.0)),
+        encode(make_event(run_id="b", cost_usd=1e155)),
+        encode(make_event(run_id="c", completed_at="0001-01-01T00:00:00+14:00")),
+        encode(make_event(run_id="d", completed_at="9999-12-31T23:59:59-12:00")),
+        encode(make_event(run_id="e", completed_at="1767603660")),
+        encode(make_event(run_id="f", completed_at="2026-01-05T09:02:00Z")),
+    ]
+    proc = run("replay", "-", stdin=b"\n".join(lines) + b"\n")
+    assert proc.returncode == 0, proc.stderr
+    assert b"Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [(r["line"], r["reason"]) for r in doc["rejected"]] == [
+        (2, "schema"),
+        (3, "schema"),
+        (4, "schema"),
+        (5, "schema"),
+    ]
+    assert doc["tiers"][0]["run_ids"] == ["a", "f"]
