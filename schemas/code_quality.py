@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,5 +36,13 @@ class FunctionalCorrectnessMetrics(BaseModel):
     )
     errors: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="One entry per failed case: input, expected and actual, or the error.",
+        description="One entry per failed case: input, expected and actual, or the error "
+        "(and, for a run that failed, its kind: exception, timeout, memory, crashed, "
+        "output_limit or forbidden).",
+    )
+    sandbox: Literal["namespaces", "unsandboxed"] | None = Field(
+        default=None,
+        description="How the generated code ran: `namespaces` (the kernel sandbox), "
+        "`unsandboxed` (the caller's explicit opt-in where the kernel refused the sandbox: "
+        "resource limits only), or null for trusted callables compared in-process.",
     )
