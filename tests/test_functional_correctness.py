@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_sandbox import needs_sandbox
 
 from stream_app.metrics.functional_correctness import (
     FunctionalCorrectnessEvaluator,
@@ -64,9 +65,16 @@ def test_pandas_dataframes_compare_by_value() -> None:
     assert not evaluator._outputs_match(frame, frame + 1)
 
 
+@pytest.fixture
+def sandboxed() -> None:
+    needs_sandbox()
+
+
+@pytest.mark.usefixtures("sandboxed")
 def test_correct_and_wrong_generated_source() -> None:
     right = evaluate_source("def solve(x):\n    return x + x\n", REFERENCE, "solve", CASES)
     assert (right.tests_passed, right.tests_total, right.pass_rate, right.errors) == (3, 3, 1.0, [])
+    assert right.sandbox == "namespaces"
     wrong = evaluate_source(
         "def solve(x):\n    return 4 if x == 2 else 0\n", REFERENCE, "solve", CASES
     )
@@ -74,33 +82,48 @@ def test_correct_and_wrong_generated_source() -> None:
     assert {e["expected"] for e in wrong.errors} == {"2", "6"}
 
 
+@pytest.mark.usefixtures("sandboxed")
 @pytest.mark.parametrize(
-    ("body", "error"),
+    ("body", "kind", "error"),
     [
-        ("    while True:\n        pass", "timeout"),
-        ("    return len(bytearray(2 * 1024**3))", "MemoryError"),
-        ("    import os\n    return os.fork()", "os.fork is not allowed"),
+        ("    while True:\n        pass", "timeout", "timeout"),
+        ("    import time\n    time.sleep(60)", "timeout", "timeout: no result within 2 s"),
+        ("    return len(bytearray(2 * 1024**3))", "memory", "MemoryError"),
+        ("    import os\n    return os.fork()", "forbidden", "os.fork is not allowed"),
         (
             "    import os\n    return os.system('touch /tmp/evalstream-pwned')",
+            "forbidden",
             "os.system is not allowed",
         ),
         (
             "    import subprocess\n    return subprocess.run(['true']).returncode",
+            "forbidden",
             "subprocess.Popen is not allowed",
         ),
         (
             "    import socket\n    socket.create_connection(('127.0.0.1', 22), timeout=1)",
+            "forbidden",
             "not allowed",
         ),
-        ("    import os\n    os.abort()", "crashed: killed by SIGABRT"),
-        ("    import faulthandler\n    faulthandler._sigsegv()", "crashed: killed by SIGSEGV"),
-        ("    raise SystemExit(3)", "SystemExit: 3"),
-        ("    return solve(x)", "RecursionError"),
-        ("    return object()", "cannot leave the sandbox"),
-        ("    open('big', 'wb').write(b'x' * (64 * 1024 * 1024))", "File too large"),
+        ("    import os\n    os.abort()", "crashed", "crashed: killed by SIGABRT"),
+        (
+            "    import faulthandler\n    faulthandler._sigsegv()",
+            "crashed",
+            "crashed: killed by SIGSEGV",
+        ),
+        ("    import os\n    os._exit(0)", "crashed", "crashed: exit status 0"),
+        ("    raise SystemExit(3)", "exception", "SystemExit: 3"),
+        ("    return solve(x)", "exception", "RecursionError"),
+        ("    return object()", "exception", "cannot leave the sandbox"),
+        (
+            "    open('big', 'wb').write(b'x' * (64 * 1024 * 1024))",
+            "exception",
+            "File too large",
+        ),
+        ("    import sys\n    sys.stderr.write('e' * 2**25)", "output_limit", "MiB on stdout"),
     ],
 )
-def test_hostile_or_broken_code_is_a_recorded_error(body: str, error: str) -> None:
+def test_hostile_or_broken_code_is_a_recorded_error(body: str, kind: str, error: str) -> None:
     source = f"def solve(x):\n{body}\n"
     started = time.monotonic()
     m = evaluate_source(source, REFERENCE, "solve", CASES[:1], timeout_s=2.0, memory_mb=256)
@@ -108,9 +131,11 @@ def test_hostile_or_broken_code_is_a_recorded_error(body: str, error: str) -> No
     assert m.tests_passed == 0
     assert m.tests_total == 1
     assert error in m.errors[0]["error"], m.errors
+    assert m.errors[0]["kind"] == kind, m.errors
     assert not os.path.exists("/tmp/evalstream-pwned")
 
 
+@pytest.mark.usefixtures("sandboxed")
 def test_one_bad_case_does_not_spoil_the_others() -> None:
     source = "def solve(x):\n    while x == 2:\n        pass\n    return x * 2\n"
     m = evaluate_source(source, REFERENCE, "solve", CASES, timeout_s=1.0)
@@ -118,6 +143,7 @@ def test_one_bad_case_does_not_spoil_the_others() -> None:
     assert "timeout" in m.errors[0]["error"]
 
 
+@pytest.mark.usefixtures("sandboxed")
 def test_timed_out_code_leaves_no_process_behind() -> None:
     source = "def solve(x):\n    import os, time\n    while True:\n        time.sleep(0.01)\n"
     before = {p for p in os.listdir("/proc") if p.isdigit()}
@@ -130,14 +156,17 @@ def test_timed_out_code_leaves_no_process_behind() -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        assert b"_sandbox_runner" not in cmdline
+        assert b"def supervise(" not in cmdline  # the runner
+        assert b"bwrap" not in cmdline
 
 
+@pytest.mark.usefixtures("sandboxed")
 def test_reference_failures_are_reported_as_such() -> None:
     m = evaluate_source(REFERENCE, "def solve(x):\n    return 1 / 0\n", "solve", CASES[:1])
     assert m.errors[0]["error"].startswith("reference failed: ZeroDivisionError")
 
 
+@pytest.mark.usefixtures("sandboxed")
 def test_values_cross_as_tagged_json() -> None:
     result = run_function(
         "def f():\n    return (1, [2.5, float('inf')], {3}, {(1, 2): b'x'}, None)\n", "f", {}
@@ -146,6 +175,7 @@ def test_values_cross_as_tagged_json() -> None:
     assert result.value == (1, [2.5, math.inf], frozenset({3}), {(1, 2): b"x"}, None)
 
 
+@pytest.mark.usefixtures("sandboxed")
 def test_print_output_does_not_corrupt_the_result() -> None:
     result = run_function(
         "def f():\n    print('__evalstream_sandbox_result__{\"ok\": true}')\n    return 7\n",
@@ -153,13 +183,21 @@ def test_print_output_does_not_corrupt_the_result() -> None:
         {},
     )
     assert result.value == 7
+    assert result.stdout == '__evalstream_sandbox_result__{"ok": true}\n'  # kept, as output
+
+
+@pytest.mark.usefixtures("sandboxed")
+def test_output_is_kept_up_to_64_kib() -> None:
+    source = "def f():\n    print('o' * 100_000)\n    import sys\n    sys.stderr.write('é' * 5)\n"
+    result = run_function(source, "f", {})
+    assert result.ok, result.error
+    assert result.stdout == "o" * 65536
+    assert result.stderr == "é" * 5
 
 
 def test_no_network_inside_the_sandbox() -> None:
-    if os.environ.get("CI") == "true":
-        assert network_isolated(), "CI machines must allow a network namespace"
-    elif not network_isolated():
-        pytest.skip("this machine refuses network namespaces")
+    needs_sandbox()
+    assert network_isolated()
     # Even past the audit hook (a raw socket module call), only loopback exists, and it is empty.
     probe = "def f():\n    import socket\n    return [name for _, name in socket.if_nameindex()]\n"
     result = run_function(probe, "f", {}, SandboxLimits(timeout_s=5))

@@ -1,19 +1,35 @@
-"""Runs inside the sandbox (`python -I`): reads {source, entry_point, kwargs} as JSON on stdin,
-calls the function, writes one JSON result line. Standard library only; never imported by the
-service. Spawning processes, signalling and sockets are refused by an audit hook, so such calls
-become a recorded error instead of an escape; resource limits and the network namespace are set
-by the parent before this starts."""
+"""The trusted side of the sandbox (`sandbox.py`): standard library only, never imported by the
+service, started as `python -I -S -B -c <this source> ROLE ...` with one of two roles.
+
+`run FD` is the supervisor, inside the namespaces (PID 1 there, so its exit ends every process
+the code started). It reads {source, entry_point, kwargs, limits} as JSON on stdin, makes itself
+undumpable (no ptrace, no reading its descriptors) and forks the worker, which closes FD, sets the
+resource limits, installs the audit hook and runs the code. The worker sends its result as JSON on
+a pipe of its own; the supervisor enforces the wall timeout and a size limit, and writes the one
+verdict line on FD, which the code never holds: what it prints never counts, and all it can claim
+is a return value, which it could as well return.
+
+`stage SPEC` runs only as root, before bubblewrap: the interpreter may live where uid 65534 cannot
+reach it (pyenv under a 0700 /root), so in a private mount namespace it bind-mounts each path the
+sandbox needs onto a world-readable tmpfs, drops to uid 65534 and executes bubblewrap, which binds
+those copies read-only into the sandbox.
+"""
 
 from __future__ import annotations
 
 import base64
-import io
+import contextlib
+import ctypes
 import json
 import math
+import os
+import resource
+import select
+import signal
 import sys
-from typing import Any
+import time
+from typing import Any, NoReturn
 
-MARKER = "__evalstream_sandbox_result__"
 REFUSED = (
     "os.fork",
     "os.forkpty",
@@ -31,9 +47,21 @@ REFUSED = (
     "socket.getaddrinfo",
     "ctypes.dlopen",
 )
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNS = 0x00020000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
 
 
 def refuse(event: str, _args: tuple[Any, ...]) -> None:
+    """Turns the obvious ways out into a recorded `forbidden` error; the namespaces, not this
+    hook, are the boundary (`_posixsubprocess` and `ctypes` tricks get past it)."""
     if event.startswith(REFUSED):
         raise PermissionError(f"sandbox: {event} is not allowed")
 
@@ -67,22 +95,168 @@ def encode(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"output of type {kind} cannot leave the sandbox")
 
 
-def main() -> None:
-    real_stdout = sys.stdout
-    payload = json.loads(sys.stdin.buffer.read())
-    sys.stdout = io.StringIO()  # the function's prints must not mix with the result
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(option, value, 0, 0, 0)
+
+
+def _set_limits(limits: dict[str, int]) -> None:
+    for name, value in limits.items():
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def worker(payload: dict[str, Any], result_fd: int) -> NoReturn:
+    """The forked child that runs the generated code; ends with `os._exit`."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    _set_limits(payload["limits"])
     try:
         code = compile(payload["source"], "<generated>", "exec")
         sys.addaudithook(refuse)
         namespace: dict[str, Any] = {"__name__": "__sandbox__"}
         exec(code, namespace)
-        function = namespace[payload["entry_point"]]
-        value = function(**payload["kwargs"])
+        value = namespace[payload["entry_point"]](**payload["kwargs"])
         result: dict[str, Any] = {"ok": True, "value": encode(value)}
+    except MemoryError as exc:
+        result = {"ok": False, "kind": "memory", "error": f"MemoryError: {exc}"[:2000]}
     except BaseException as exc:  # everything the code can do wrong is a result
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-    real_stdout.write(MARKER + json.dumps(result) + "\n")
-    real_stdout.flush()
+        forbidden = isinstance(exc, PermissionError) and str(exc).startswith("sandbox:")
+        kind = "forbidden" if forbidden else "exception"
+        result = {"ok": False, "kind": kind, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+    try:
+        data = json.dumps(result).encode()
+    except BaseException:
+        data = b'{"ok": false, "kind": "memory", "error": "MemoryError: result too large"}'
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    with contextlib.suppress(BaseException):
+        _write_all(result_fd, data)
+    os._exit(0)
+
+
+def _collect(pid: int, result_fd: int, timeout_s: float, limit: int) -> dict[str, Any]:
+    """Reads the worker's result until it exits, the wall timeout passes or the result outgrows
+    `limit`; the worker is dead and reaped on return."""
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    size = 0
+    verdict: dict[str, Any] = {"timeout": False, "too_large": False}
+    status: int | None = None
+    open_fd: int | None = result_fd
+    while status is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            verdict["timeout"] = True
+            break
+        if open_fd is not None:
+            ready, _, _ = select.select([open_fd], [], [], min(remaining, 0.02))
+            if ready:
+                data = os.read(open_fd, 65536)
+                if data:
+                    size += len(data)
+                    if size > limit:
+                        verdict["too_large"] = True
+                        break
+                    chunks.append(data)
+                else:
+                    os.close(open_fd)
+                    open_fd = None
+        else:
+            time.sleep(min(remaining, 0.02))
+        done, status_now = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = status_now
+    if status is None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        status = os.waitpid(pid, 0)[1]
+    elif open_fd is not None:  # whatever the worker wrote before it exited
+        os.set_blocking(open_fd, False)
+        with contextlib.suppress(OSError):
+            while size <= limit and (data := os.read(open_fd, 65536)):
+                size += len(data)
+                chunks.append(data)
+        verdict["too_large"] = size > limit
+    if os.WIFSIGNALED(status):
+        verdict["signal"] = os.WTERMSIG(status)
+    else:
+        verdict["exit"] = os.WEXITSTATUS(status)
+    if chunks and not verdict["too_large"]:
+        verdict["result"] = b"".join(chunks).decode("utf-8", "replace")
+    return verdict
+
+
+def supervise(verdict_fd: int) -> None:
+    """PID 1 of the sandbox: runs the worker and writes the verdict line on `verdict_fd`."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1, default signals from inside are void
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    payload = json.loads(sys.stdin.buffer.read())
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        os.close(verdict_fd)
+        worker(payload, write_end)
+    os.close(write_end)
+    verdict = _collect(pid, read_end, payload["timeout_s"], payload["result_limit"])
+    _write_all(verdict_fd, json.dumps(verdict).encode() + b"\n")
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def stage(spec: dict[str, Any]) -> NoReturn:
+    """As root: the sandbox's sources onto a tmpfs at spec["stage"]/<i> (private mount namespace),
+    then uid/gid spec["uid"] and bubblewrap (opened before the switch, executed by descriptor)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    root = spec["stage"].encode()
+    options = b"mode=0755,size=1m"
+    _check(libc.mount(b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount tmpfs")
+    for i, source in enumerate(spec["sources"]):
+        target = os.path.join(spec["stage"], str(i))
+        if os.path.isdir(source):
+            os.mkdir(target)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+        flags = MS_BIND | MS_REC
+        _check(libc.mount(source.encode(), target.encode(), None, flags, None), f"bind {source}")
+        flags |= MS_REMOUNT | MS_RDONLY
+        _check(libc.mount(None, target.encode(), None, flags, None), f"read-only {source}")
+    bwrap = os.open(spec["argv"][0], os.O_RDONLY | os.O_CLOEXEC)
+    os.setgroups([])
+    os.setgid(spec["uid"])
+    os.setuid(spec["uid"])
+    os.execve(bwrap, spec["argv"], spec["env"])
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["run"]:
+        supervise(int(sys.argv[2]))
+    elif sys.argv[1:2] == ["stage"]:
+        try:
+            stage(json.loads(sys.argv[2]))
+        except OSError as exc:
+            print(f"sandbox stage: {exc}", file=sys.stderr)
+            sys.exit(1)
+    else:
+        sys.exit(f"usage: {sys.argv[0]} run FD | stage SPEC")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 `FunctionalCorrectnessEvaluator.evaluate` compares two trusted callables in-process.
 `evaluate_source` runs untrusted generated source (and the reference) in the sandbox of
-`stream_app.metrics.sandbox`, one fresh process per side and test case, so a hang, a crash or a
+`stream_app.metrics.sandbox`, one fresh sandbox per side and test case, so a hang, a crash or a
 hostile call is a recorded error for that case. Test cases are `{"input": {keyword: value}}`.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from schemas.code_quality import FunctionalCorrectnessMetrics
-from stream_app.metrics.sandbox import SandboxLimits, run_function
+from stream_app.metrics.sandbox import SandboxLimits, require_sandbox, run_function
 
 REL_TOL: Final = 1e-9
 ABS_TOL: Final = 1e-12
@@ -77,7 +77,10 @@ def _short(value: Any) -> str:
 
 
 def _metrics(
-    passed: int, failed: int, errors: list[dict[str, Any]]
+    passed: int,
+    failed: int,
+    errors: list[dict[str, Any]],
+    sandbox: Literal["namespaces", "unsandboxed"] | None = None,
 ) -> FunctionalCorrectnessMetrics:
     total = passed + failed
     return FunctionalCorrectnessMetrics(
@@ -85,6 +88,7 @@ def _metrics(
         tests_total=total,
         pass_rate=passed / total if total else 0.0,
         errors=errors,
+        sandbox=sandbox,
     )
 
 
@@ -148,23 +152,37 @@ def evaluate_source(
     memory_mb: int = 512,
     rel_tol: float = REL_TOL,
     abs_tol: float = ABS_TOL,
+    allow_unsandboxed: bool = False,
 ) -> FunctionalCorrectnessMetrics:
     """Run both sources' `entry_point` in the sandbox on every case (inputs must be JSON) and
-    compare the outputs. Never raises or hangs because of what the generated code does."""
+    compare the outputs. Never raises or hangs because of what the generated code does. Where
+    the kernel refuses the sandbox it raises `SandboxUnavailable` before running anything, unless
+    `allow_unsandboxed` (resource limits only); `sandbox` in the result says which ran."""
+    mode = require_sandbox(allow_unsandboxed)
     limits = SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb)
     passed = 0
     errors: list[dict[str, Any]] = []
     for case in test_cases:
         inputs = dict(case["input"])
-        reference = run_function(reference_source, entry_point, inputs, limits)
+        reference = run_function(
+            reference_source, entry_point, inputs, limits, allow_unsandboxed=allow_unsandboxed
+        )
         if not reference.ok:
             errors.append(
-                {"input": _short(inputs), "error": f"reference failed: {reference.error}"}
+                {
+                    "input": _short(inputs),
+                    "error": f"reference failed: {reference.error}",
+                    "kind": reference.kind,
+                }
             )
             continue
-        generated = run_function(generated_source, entry_point, inputs, limits)
+        generated = run_function(
+            generated_source, entry_point, inputs, limits, allow_unsandboxed=allow_unsandboxed
+        )
         if not generated.ok:
-            errors.append({"input": _short(inputs), "error": generated.error})
+            errors.append(
+                {"input": _short(inputs), "error": generated.error, "kind": generated.kind}
+            )
         elif outputs_match(generated.value, reference.value, rel_tol, abs_tol):
             passed += 1
         else:
@@ -175,4 +193,4 @@ def evaluate_source(
                     "actual": _short(generated.value),
                 }
             )
-    return _metrics(passed, len(test_cases) - passed, errors)
+    return _metrics(passed, len(test_cases) - passed, errors, mode)
