@@ -7,6 +7,18 @@ COPY stream_app stream_app
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
+# bubblewrap: the sandbox of functional correctness (stream_app/metrics/sandbox.py). It needs no
+# capability (--cap-drop ALL is fine) but must create user namespaces as this non-root user, which
+# Docker's defaults refuse; run the image with
+#   --security-opt seccomp=unconfined      (or Docker's default profile plus clone/unshare with
+#                                           CLONE_NEW* flags, mount, umount2 and pivot_root)
+#   --security-opt apparmor=unconfined     (hosts with AppArmor: docker-default refuses mount)
+#   --security-opt systempaths=unconfined  (bwrap --disable-userns writes the sandbox's own
+#                                           /proc/sys/user/max_user_namespaces)
+# Without them the worker runs, and evaluate_source refuses untrusted code (SandboxUnavailable).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 10001 evalstream
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
