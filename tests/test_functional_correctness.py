@@ -88,6 +88,12 @@ def test_correct_and_wrong_generated_source() -> None:
     [
         ("    while True:\n        pass", "timeout", "timeout"),
         ("    import time\n    time.sleep(60)", "timeout", "timeout: no result within 2 s"),
+        (
+            "    import resource\n    resource.setrlimit(resource.RLIMIT_CPU, (1, 2))\n"
+            "    while True:\n        pass",
+            "timeout",
+            "timeout: CPU limit: killed by SIGXCPU",
+        ),
         ("    return len(bytearray(2 * 1024**3))", "memory", "MemoryError"),
         ("    import os\n    return os.fork()", "forbidden", "os.fork is not allowed"),
         (

@@ -108,8 +108,9 @@ def _prctl(option: int, value: int) -> None:
 
 def _set_limits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
+        hard = value + 1 if name == "RLIMIT_CPU" else value  # SIGXCPU first, not SIGKILL
         with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(getattr(resource, name), (value, value))
+            resource.setrlimit(getattr(resource, name), (value, hard))
 
 
 def worker(payload: dict[str, Any], result_fd: int) -> NoReturn:

@@ -35,7 +35,6 @@ import os
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -206,17 +205,12 @@ def _runner_source() -> str:
 def _worker_limits(limits: SandboxLimits) -> dict[str, int]:
     return {
         "RLIMIT_AS": limits.memory_mb * 1024 * 1024,
-        "RLIMIT_CPU": math.ceil(limits.timeout_s) + 1,
+        "RLIMIT_CPU": math.ceil(limits.timeout_s) + 1,  # SIGXCPU; SIGKILL a second later
         "RLIMIT_FSIZE": limits.max_file_mb * 1024 * 1024,
         "RLIMIT_NOFILE": limits.max_open_files,
         "RLIMIT_NPROC": limits.max_processes,
         "RLIMIT_CORE": 0,
     }
-
-
-def _world_accessible(path: str) -> bool:
-    """Whether uid 65534 can reach `path`: every directory above it lets others through."""
-    return all(os.stat(d).st_mode & stat.S_IXOTH for d in Path(path).parents)
 
 
 @dataclass
@@ -228,7 +222,7 @@ class _Launch:
 
 def _launch(mode: SandboxMode, bwrap: str | None, limits: SandboxLimits, fd: int) -> _Launch:
     """The command for one run. As root, bubblewrap runs as uid 65534; the runner's `stage` role
-    binds the view onto a tmpfs it can reach first, unless it can reach the originals."""
+    binds the view onto a tmpfs it can reach first (the originals may sit under a 0700 home)."""
     if mode == "unsandboxed":
         return _Launch(_runner_argv(fd), cwd=tempfile.mkdtemp(prefix="evalstream-sandbox-"))
     assert bwrap is not None
@@ -268,7 +262,7 @@ def sandbox_status() -> SandboxStatus:
     if result.value == [NOBODY, 1, ["lo"]]:
         return SandboxStatus(True, "namespaces", bwrap)
     detail = result.stderr.strip().splitlines()[-1:] or [result.error or repr(result.value)]
-    return SandboxStatus(False, f"the kernel refused the sandbox: {detail[0][:300]}", bwrap)
+    return SandboxStatus(False, f"the sandbox does not start here: {detail[0][:300]}", bwrap)
 
 
 def network_isolated() -> bool:
@@ -404,14 +398,18 @@ def _collect(
                     outcome.verdict += data
                     if b"\n" in outcome.verdict or len(outcome.verdict) > verdict_limit:
                         return
-                else:
-                    kept: bytes = getattr(outcome, key.data)
-                    if len(kept) < OUTPUT_CAP:
-                        setattr(outcome, key.data, kept + data[: OUTPUT_CAP - len(kept)])
-                    outcome.output_bytes += len(data)
-                    if outcome.output_bytes > OUTPUT_CEILING:
-                        outcome.output_exceeded = True
-                        return
+                elif _keep(outcome, key.data, data):
+                    outcome.output_exceeded = True
+                    return
+
+
+def _keep(outcome: _Outcome, name: str, data: bytes) -> bool:
+    """Adds output to `outcome` within the cap; whether the run's output passed the ceiling."""
+    kept: bytes = getattr(outcome, name)
+    if len(kept) < OUTPUT_CAP:
+        setattr(outcome, name, kept + data[: OUTPUT_CAP - len(kept)])
+    outcome.output_bytes += len(data)
+    return outcome.output_bytes > OUTPUT_CEILING
 
 
 def _end(process: subprocess.Popen[bytes], outcome: _Outcome) -> None:
@@ -427,13 +425,14 @@ def _end(process: subprocess.Popen[bytes], outcome: _Outcome) -> None:
     outcome.returncode = process.returncode
     for stream in (process.stdout, process.stderr):
         if stream is not None:
-            _drain(stream, outcome, END_GRACE_S / 4)
+            _drain(stream, "stdout" if stream is process.stdout else "stderr", outcome)
             stream.close()
 
 
-def _drain(stream: IO[bytes], outcome: _Outcome, wait_s: float) -> None:
-    """Whatever is left in a pipe, until it closes (every holder ended) or `wait_s` passes."""
-    deadline = time.monotonic() + wait_s
+def _drain(stream: IO[bytes], name: str, outcome: _Outcome) -> None:
+    """Keeps what is left in a pipe (within the cap) until it closes, every holder having
+    ended, or a short wait passes."""
+    deadline = time.monotonic() + END_GRACE_S / 4
     fd = stream.fileno()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
@@ -444,6 +443,7 @@ def _drain(stream: IO[bytes], outcome: _Outcome, wait_s: float) -> None:
                 return
             if not data:
                 return
+            _keep(outcome, name, data)
 
 
 def _verdict(outcome: _Outcome, base: SandboxResult, limits: SandboxLimits) -> SandboxResult:
