@@ -436,6 +436,53 @@ def check_large_inputs_and_results() -> None:
     assert result.kind == "output_limit", result
 
 
+# add_key and keyctl by architecture (libc has no wrapper for them).
+KEY_SYSCALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}
+
+KEYRING_ATTACK = (
+    "import ctypes, json\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "key = libc.syscall(KEYCTL, 10, -3, b'user', b'evalstream-secret', 0)\n"
+    "buf = ctypes.create_string_buffer(4096)\n"
+    "n = libc.syscall(KEYCTL, 11, key, buf, 4096) if key > 0 else -1\n"
+    "print(json.dumps(buf.raw[:n].decode('latin-1') if n > 0 else ctypes.get_errno()))\n"
+)
+
+# The service: a session keyring of its own holding a secret, then the attack in the sandbox.
+KEYRING_PROBE = """
+import ctypes, json, platform, sys
+from stream_app.metrics.sandbox import run_function
+add_key, keyctl = KEY_SYSCALLS[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.syscall(keyctl, 1, b"evalstream-service") > 0  # join a new session keyring
+secret = sys.argv[1].encode()
+assert libc.syscall(add_key, b"user", b"evalstream-secret", secret, len(secret), -3) > 0
+attack = KEYRING_ATTACK.replace("KEYCTL", str(keyctl))
+source = SPAWN + "\\ndef solve():\\n    return unhooked(%r)\\n" % attack
+print(json.dumps(run_function(source, "solve", {}).value))
+"""
+
+
+def check_service_keyring_is_out_of_reach() -> None:
+    """A secret in the service's session keyring (systemd gives each service one) stays there."""
+    import platform
+
+    if platform.machine() not in KEY_SYSCALLS:
+        return  # no syscall numbers for this architecture: nothing to check
+    secret = f"evalstream-key-{uuid.uuid4().hex}"
+    constants = f"KEY_SYSCALLS = {KEY_SYSCALLS!r}\nKEYRING_ATTACK = {KEYRING_ATTACK!r}\n"
+    constants += f"SPAWN = {SPAWN!r}\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", constants + KEYRING_PROBE, secret],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tempfile.gettempdir(),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert secret not in proc.stdout, proc.stdout
+
+
 RSS_PROBE = """
 import json, resource
 from stream_app.metrics.functional_correctness import evaluate_source
@@ -478,6 +525,7 @@ CHECKS: dict[str, Any] = {
     "network": check_no_network_even_unhooked,
     "fork bomb": check_fork_bomb_is_contained,
     "large inputs": check_large_inputs_and_results,
+    "keyring": check_service_keyring_is_out_of_reach,
     **{
         f"forgery {i}": (lambda f=f: check_forged_verdicts_cannot_pass_or_raise(f))
         for i, f in enumerate(FORGERIES)
@@ -539,6 +587,7 @@ def test_endless_output_leaves_parent_memory_alone() -> None:
         check_no_network_even_unhooked,
         check_fork_bomb_is_contained,
         check_large_inputs_and_results,
+        check_service_keyring_is_out_of_reach,
     ],
     ids=lambda check: check.__name__.removeprefix("check_"),
 )

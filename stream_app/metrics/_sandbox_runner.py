@@ -3,7 +3,8 @@ service, started as `python -I -S -B -c <this source> ROLE ...` with one of two 
 
 `run FD` is the supervisor, inside the namespaces (PID 1 there, so its exit ends every process
 the code started). It reads {source, entry_point, kwargs, limits} as JSON on stdin, makes itself
-undumpable (no ptrace, no reading its descriptors) and forks the worker, which closes FD, sets the
+undumpable (no ptrace, no reading its descriptors), leaves the service's session keyring
+and forks the worker, which closes FD, sets the
 resource limits, installs the audit hook and runs the code. The worker sends its result as JSON on
 a pipe of its own; the supervisor enforces the wall timeout and a size limit, and writes the one
 verdict line on FD, which the code never holds: what it prints never counts, and all it can claim
@@ -47,6 +48,9 @@ REFUSED = (
     "socket.getaddrinfo",
     "ctypes.dlopen",
 )
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219}
+"""keyctl(2) by architecture; libc has no wrapper."""
+KEYCTL_JOIN_SESSION_KEYRING = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWNS = 0x00020000
@@ -104,6 +108,14 @@ def _write_all(fd: int, data: bytes) -> None:
 def _prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(option, value, 0, 0, 0)
+
+
+def _new_session_keyring() -> None:
+    """Leaves the service's session keyring (systemd gives each service one; it may hold
+    secrets the code would possess) for a new, empty one."""
+    number = KEYCTL_SYSCALL.get(os.uname().machine)
+    if number is not None:
+        ctypes.CDLL(None, use_errno=True).syscall(number, KEYCTL_JOIN_SESSION_KEYRING, None)
 
 
 def _set_limits(limits: dict[str, int]) -> None:
@@ -202,6 +214,7 @@ def supervise(verdict_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as PID 1, default signals from inside are void
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _new_session_keyring()
     payload = json.loads(sys.stdin.buffer.read())
     read_end, write_end = os.pipe()
     pid = os.fork()
