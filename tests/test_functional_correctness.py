@@ -193,6 +193,30 @@ def test_print_output_does_not_corrupt_the_result() -> None:
 
 
 @pytest.mark.usefixtures("sandboxed")
+def test_ordinary_code_runs_as_before() -> None:
+    """The standard library works in the sandbox: threads, a temporary file, sqlite, time zones,
+    decimals; third-party packages are not there."""
+    source = """
+def f():
+    import concurrent.futures, decimal, sqlite3, tempfile, zoneinfo, datetime
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        squares = sorted(pool.map(lambda n: n * n, range(8)))
+    with tempfile.NamedTemporaryFile("w+") as tmp:
+        tmp.write("kept")
+        tmp.seek(0)
+        text = tmp.read()
+    db = sqlite3.connect(":memory:")
+    total = db.execute("select sum(value) from (select 1 as value union all select 2)").fetchone()
+    zone = datetime.datetime(2026, 1, 5, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")).utcoffset()
+    return squares[-1], text, total[0], str(decimal.Decimal("0.1") * 3), zone.seconds
+"""
+    result = run_function(source, "f", {})
+    assert result.value == (49, "kept", 3, "0.3", 3600), result
+    missing = run_function("def f():\n    import pandas\n", "f", {})
+    assert missing.error == "ModuleNotFoundError: No module named 'pandas'"
+
+
+@pytest.mark.usefixtures("sandboxed")
 def test_output_is_kept_up_to_64_kib() -> None:
     source = "def f():\n    print('o' * 100_000)\n    import sys\n    sys.stderr.write('é' * 5)\n"
     result = run_function(source, "f", {})

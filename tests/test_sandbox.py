@@ -286,13 +286,18 @@ out = {
 }
 for path in ("/proc/1/mem", "/proc/self/environ", "/sys/kernel", "/etc/passwd", "/run"):
     out["see " + path] = os.path.exists(path)
+try:
+    os.open("/dev/tty", os.O_RDWR)  # a terminal to inject input into (TIOCSTI)
+    out["open /dev/tty"] = True
+except OSError as exc:
+    out["open /dev/tty"] = exc.errno
 print(json.dumps(out))
 """
 
 
 def check_no_way_to_privileges() -> None:
     """Unhooked code cannot trace PID 1 (undumpable), make namespaces (disabled), mount, become
-    root or see /proc, /sys, /etc."""
+    root, see /proc, /sys, /etc or reach a terminal."""
     out = _unhooked_call(PRIVILEGE_ATTACKS)
     succeeded = {k: v for k, v in out.items() if v is True or (type(v) is int and v == 0)}
     assert succeeded == {}, out

@@ -121,7 +121,8 @@ def _inside(path: str, directories: list[str]) -> bool:
 @cache
 def _view() -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """What the sandbox sees, read-only, at the same paths as here: (directories and files to
-    bind, symlinks (target, link) to recreate, site-packages directories to hide)."""
+    bind, symlinks (target, link) to recreate, site-packages directories to hide). The shared
+    libraries, the time zones, the interpreter and its standard library; nothing else."""
     base = {
         "base": sys.base_prefix,
         "platbase": sys.base_exec_prefix,
@@ -129,7 +130,7 @@ def _view() -> tuple[list[str], list[tuple[str, str]], list[str]]:
         "installed_platbase": sys.base_exec_prefix,
     }
     paths = sysconfig.get_paths(scheme="posix_prefix", vars=base)
-    wanted = ["/usr/lib", "/usr/lib64", _python()]
+    wanted = ["/usr/lib", "/usr/lib64", "/usr/share/zoneinfo", _python()]
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
         wanted.append(str(sysconfig.get_config_var("LIBDIR")))
     wanted += [paths["stdlib"], paths["platstdlib"]]
