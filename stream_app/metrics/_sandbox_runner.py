@@ -3,12 +3,12 @@ service, started as `python -I -S -B -c <this source> ROLE ...` with one of two 
 
 `run FD` is the supervisor, inside the namespaces (PID 1 there, so its exit ends every process
 the code started). It reads {source, entry_point, kwargs, limits} as JSON on stdin, makes itself
-undumpable (no ptrace, no reading its descriptors), leaves the service's session keyring
-and forks the worker, which closes FD, sets the
-resource limits, installs the audit hook and runs the code. The worker sends its result as JSON on
-a pipe of its own; the supervisor enforces the wall timeout and a size limit, and writes the one
-verdict line on FD, which the code never holds: what it prints never counts, and all it can claim
-is a return value, which it could as well return.
+undumpable (no ptrace, no reading its descriptors), leaves the service's session keyring and
+forks the worker, which closes FD, sets the resource limits, installs the audit hook and runs
+the code. The worker sends its result as JSON on a pipe of its own; the supervisor enforces the
+wall timeout and a size limit, and writes the one verdict line on FD, which the code never
+holds: what it prints never counts, and all it can claim is a return value, which it could as
+well return.
 
 `stage SPEC` runs only as root, before bubblewrap: the interpreter may live where uid 65534 cannot
 reach it (pyenv under a 0700 /root), so in a private mount namespace it bind-mounts each path the
