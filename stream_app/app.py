@@ -251,8 +251,13 @@ def create_app(  # noqa: PLR0915 - one closure per agent/callback reads best as 
     ) -> None:
         """Dead-letter one message (or stored state) with the bytes the stage received."""
         origin = MessageOrigin(topic=topic, partition=partition, offset=offset, key=_key_text(key))
-        letter = make_dead_letter(raw, rejection, origin, payload_cap=settings.dead_letter_cap)
-        await send(topics.dead_letter, cap_key(key), letter.model_dump_json().encode())
+        cap = settings.dead_letter_cap
+        try:
+            value = make_dead_letter(raw, rejection, origin, payload_cap=cap).model_dump_json()
+        except Exception as exc:  # a detail that does not serialize must not cost the letter
+            plain = Rejection(rejection.reason, {"unserializable_detail": error_text(exc)})
+            value = make_dead_letter(raw, plain, origin, payload_cap=cap).model_dump_json()
+        await send(topics.dead_letter, cap_key(key), value.encode())
         metrics.rejected.labels(reason=rejection.reason).inc()
         if rejection.reason in ("processing_error", "state_error"):
             log.warning(

@@ -2,7 +2,7 @@ import math
 import statistics as stdlib_stats
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stream_app.metrics.statistics import (
@@ -140,6 +140,7 @@ def test_values_whose_sums_or_squares_overflow(values: list[float], std: float |
     assert std_dev([0.0, 1e300]) == pytest.approx(5e299, rel=1e-15)
 
 
+@example([48576.127606303664, 999999.9999999999, 5e-324])  # a subnormal value keeps its bits
 @given(st.lists(finite, min_size=1, max_size=30))
 def test_scaling_changes_no_bit_of_ordinary_results(values: list[float]) -> None:
     """The power-of-two scaling is exact: the same bits as the plain formulas give."""

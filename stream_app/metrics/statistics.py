@@ -4,10 +4,11 @@ Sums use `math.fsum` (correctly rounded, so the result does not depend on the or
 values), the mean is clamped into [min, max], and +inf propagates to mean and std-dev instead
 of producing NaN.
 
-Total over every finite input: before summing, values are scaled by a power of two that brings
-the largest magnitude below 1 (exact, so the results are bit-identical to the unscaled formulas
-wherever those do not overflow), so no intermediate sum or square can leave the float range. A
-result that truly exceeds it (the variance of 0 and 1e300) is +inf; nothing raises or gives NaN.
+Total over every finite input: values up to 2**500 in magnitude (every real metric) go through the
+plain formulas, whose sums and squares cannot overflow there; larger ones are first scaled by a
+power of two that brings the largest magnitude below 2, so no intermediate sum or square can leave
+the float range. A result that truly exceeds it (the variance of 0 and 1e300) is +inf; nothing
+raises or gives NaN.
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ def median(values: Sequence[float]) -> float:
     return total / 2
 
 
+_PLAIN_LIMIT: Final = 2.0**500
+"""Below this magnitude, with fewer than 2**20 values, no sum of values or of squared deviations
+can overflow, and the plain formulas run unscaled (so subnormal values keep every bit)."""
+
+
 def _scale(values: Sequence[float]) -> float:
-    """A power of two near the largest |value| (1.0 for all zeros): dividing by it is exact and
-    leaves every magnitude below 2 (2**1024 itself is not a float, hence the min)."""
+    """1.0 when the plain formulas are safe, else a power of two near the largest |value|:
+    dividing by it is exact and leaves every magnitude below 2 (2**1024 is no float: the min)."""
     largest = max(abs(v) for v in values)
-    if largest == 0:
+    if largest <= _PLAIN_LIMIT and len(values) < 2**20:
         return 1.0
     return math.ldexp(1.0, min(math.frexp(largest)[1], 1023))
 
