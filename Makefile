@@ -38,8 +38,9 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas current
 test: lint tools ## the whole suite: lint, then pytest (unit, property and integration tests)
 	$(BIN)/pytest
 
-tools: ## Prometheus, promtool and amtool into .tools/ (Debian packages; tests skip without them)
+tools: ## Prometheus, promtool, amtool and bubblewrap into .tools/ (Debian packages; tests skip without them)
 	-@scripts/install-prometheus.sh
+	-@scripts/install-sandbox.sh
 
 test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
 	$(BIN)/pytest -m "not integration"
