@@ -7,7 +7,7 @@ COPY stream_app stream_app
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
-# bubblewrap: the sandbox of functional correctness (stream_app/metrics/sandbox.py). It needs no
+# bubblewrap: the sandbox of functional correctness (stream_app/code_quality/sandbox.py). It needs no
 # capability (--cap-drop ALL is fine) but must create user namespaces as this non-root user, which
 # Docker's defaults refuse; run the image with
 #   --security-opt seccomp=unconfined      (or Docker's default profile plus clone/unshare with

@@ -34,12 +34,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stream_app.broker import EmbeddedBroker, free_port  # noqa: E402
-from stream_app.config import load_settings  # noqa: E402
-from stream_app.kafka_client import ensure_topics  # noqa: E402
-from stream_app.processes import stop_process  # noqa: E402
-from stream_app.producer import produce  # noqa: E402
-from stream_app.synthetic import synthetic_lines  # noqa: E402
+from stream_app.commands.broker import EmbeddedBroker, free_port  # noqa: E402
+from stream_app.commands.processes import stop_process  # noqa: E402
+from stream_app.commands.producer import produce  # noqa: E402
+from stream_app.commands.synthetic import synthetic_lines  # noqa: E402
+from stream_app.service.kafka_client import ensure_topics  # noqa: E402
+from stream_app.service.settings import load_settings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PARTITIONS = 4

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian's bubblewrap (`bwrap`), the sandbox of functional correctness
-# (stream_app/metrics/sandbox.py), into .tools/ when it is not on PATH already: `apt-get download`
+# (stream_app/code_quality/sandbox.py), into .tools/ when it is not on PATH already: `apt-get download`
 # the package and unpack it with `dpkg -x`, as scripts/install-prometheus.sh does. bwrap needs only
 # libcap2 and libselinux1, present on Debian and Ubuntu. Idempotent; ends by running a sandbox
 # once, so a kernel that refuses user namespaces is reported here.

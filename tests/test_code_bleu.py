@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import DATA_DIR
-from stream_app.metrics.code_bleu import (
+from stream_app.code_quality.code_bleu import (
     calculate_ast_match,
     calculate_code_bleu,
     calculate_dataflow_match,
@@ -23,7 +23,7 @@ from stream_app.metrics.code_bleu import (
     extract_dataflows,
     tokenize_code,
 )
-from stream_app.metrics.code_bleu.ngram_matcher import bleu
+from stream_app.code_quality.code_bleu.ngram_matcher import bleu
 
 PAIRS = json.loads((DATA_DIR / "codebleu_pairs.json").read_text())
 SNIPPETS = sorted({p["reference"] for p in PAIRS} | {p["candidate"] for p in PAIRS})
@@ -178,7 +178,7 @@ def test_seed_004_example() -> None:
 def test_same_result_whatever_the_hash_seed() -> None:
     script = (
         "import json, sys\n"
-        "from stream_app.metrics.code_bleu import calculate_code_bleu\n"
+        "from stream_app.code_quality.code_bleu import calculate_code_bleu\n"
         "pairs = json.load(sys.stdin)\n"
         "scores = [calculate_code_bleu(p['candidate'], p['reference']) for p in pairs]\n"
         "print(json.dumps([s.model_dump() for s in scores]))\n"

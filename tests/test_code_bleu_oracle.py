@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from helpers import DATA_DIR
-from stream_app.metrics.code_bleu import calculate_code_bleu
-from stream_app.metrics.code_bleu.ngram_matcher import PYTHON_KEYWORDS, tokenize_code
+from stream_app.code_quality.code_bleu import calculate_code_bleu
+from stream_app.code_quality.code_bleu.ngram_matcher import PYTHON_KEYWORDS, tokenize_code
 
 PAIRS = json.loads((DATA_DIR / "codebleu_pairs.json").read_text())
 ORACLE = """
 import json, sys
 from codebleu import calc_codebleu
-from stream_app.metrics.code_bleu.ngram_matcher import tokenize_code
+from stream_app.code_quality.code_bleu.ngram_matcher import tokenize_code
 out = {}
 for p in json.load(sys.stdin):
     out[p["name"]] = calc_codebleu(

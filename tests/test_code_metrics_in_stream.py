@@ -7,10 +7,11 @@ import sys
 import pytest
 
 from helpers import encode, make_event
-from stream_app.config import CoreConfig, load_settings
-from stream_app.ingest import evaluate_run
-from stream_app.replay import replay_lines
-from stream_app.window import TierWindow
+from stream_app.core.config import CoreConfig
+from stream_app.core.ingest import evaluate_run
+from stream_app.core.replay import replay_lines
+from stream_app.core.window import TierWindow
+from stream_app.service.settings import load_settings
 
 CODE = {"candidate": "def f(a):\n    return a + 1\n", "reference": "def f(b):\n    return b + 1\n"}
 

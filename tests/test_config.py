@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.config import ConfigError, load_settings
+from stream_app.service.settings import ConfigError, load_settings
 
 
 def test_defaults() -> None:

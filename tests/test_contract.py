@@ -10,7 +10,7 @@ from helpers import encode, make_event
 from schemas import RunCompleted, Statistics
 from schemas.export import main as export_main
 from schemas.export import render
-from stream_app.ingest import Rejection, parse_run
+from stream_app.core.ingest import Rejection, parse_run
 
 LIMIT = 1024 * 1024
 

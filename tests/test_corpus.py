@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from helpers import CORPUS_MAX_BYTES, corpus_stream
-from stream_app.config import CoreConfig
-from stream_app.replay import Replay
+from stream_app.core.config import CoreConfig
+from stream_app.core.replay import Replay
 
 
 def test_corpus_has_the_cases_the_issue_lists() -> None:

@@ -18,8 +18,9 @@ from schemas.dead_letter import (
     dead_letter_max_bytes,
     encode_payload,
 )
-from stream_app.config import PRODUCER_MAX_REQUEST_BYTES, CoreConfig
-from stream_app.ingest import Rejection, evaluate_run, make_dead_letter
+from stream_app.core.config import CoreConfig
+from stream_app.core.ingest import Rejection, evaluate_run, make_dead_letter
+from stream_app.service.settings import PRODUCER_MAX_REQUEST_BYTES
 
 CAP = DEAD_LETTER_PAYLOAD_CAP
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from test_sandbox import needs_sandbox
 
-from stream_app.metrics.functional_correctness import (
+from stream_app.code_quality.functional_correctness import (
     FunctionalCorrectnessEvaluator,
     evaluate_source,
     outputs_match,
 )
-from stream_app.metrics.sandbox import SandboxLimits, network_isolated, run_function
+from stream_app.code_quality.sandbox import SandboxLimits, network_isolated, run_function
 
 REFERENCE = "def solve(x):\n    return x * 2\n"
 CASES = [{"input": {"x": 1}}, {"input": {"x": 2}}, {"input": {"x": 3}}]

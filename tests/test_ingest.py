@@ -7,8 +7,8 @@ import pytest
 
 from helpers import encode, make_event
 from schemas import DeadLetter, MessageOrigin, RunMetrics
-from stream_app.config import CoreConfig
-from stream_app.ingest import Rejection, evaluate_run, make_dead_letter
+from stream_app.core.config import CoreConfig
+from stream_app.core.ingest import Rejection, evaluate_run, make_dead_letter
 
 CONFIG = CoreConfig()
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-import stream_app.tier_state as tier_state_module
+import stream_app.core.tier_state as tier_state_module
 from helpers import encode, make_event
-from stream_app.config import CoreConfig
-from stream_app.keyed_batch import KeyedFold
-from stream_app.replay import Replay
-from stream_app.tier_state import TierState, fold_runs
-from stream_app.window import WindowEntry, to_epoch_us
+from stream_app.core.config import CoreConfig
+from stream_app.core.keyed_batch import KeyedFold
+from stream_app.core.replay import Replay
+from stream_app.core.tier_state import TierState, fold_runs
+from stream_app.core.window import WindowEntry, to_epoch_us
 
 CONFIG = CoreConfig()
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from helpers import REPO, prometheus_tool
-from stream_app.exporter import Exporter
+from stream_app.service.exporter import Exporter
 
 RULES = REPO / "prometheus" / "rules" / "evalstream.rules.yml"
 DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
@@ -228,8 +228,8 @@ def test_compose_stack_is_wired() -> None:
     assert hosts <= set(services), hosts - set(services)
     # Every topic evalstream uses exists before the workers start.
     created = re.findall(r"^\s*t (\S+)", services["kafka-init"]["command"][0], re.M)
-    from stream_app.app import all_topics
-    from stream_app.config import load_settings
+    from stream_app.service.app import all_topics
+    from stream_app.service.settings import load_settings
 
     assert set(all_topics(load_settings())) <= set(created)
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.config import CoreConfig
-from stream_app.replay import replay_lines
+from stream_app.core.config import CoreConfig
+from stream_app.core.replay import replay_lines
 
 CONFIG = CoreConfig()
 

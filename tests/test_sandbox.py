@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 
-from stream_app.metrics import sandbox
-from stream_app.metrics.functional_correctness import evaluate_source
-from stream_app.metrics.sandbox import (
+from stream_app.code_quality.functional_correctness import evaluate_source
+from stream_app.code_quality.sandbox import (
     SandboxLimits,
     SandboxUnavailable,
     run_function,
     sandbox_status,
 )
+from stream_app.code_quality import sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "def solve(x):\n    return x * 2\n"
@@ -455,7 +455,7 @@ KEYRING_ATTACK = (
 # The service: a session keyring of its own holding a secret, then the attack in the sandbox.
 KEYRING_PROBE = """
 import ctypes, json, platform, sys
-from stream_app.metrics.sandbox import run_function
+from stream_app.code_quality.sandbox import run_function
 add_key, keyctl = KEY_SYSCALLS[platform.machine()]
 libc = ctypes.CDLL(None, use_errno=True)
 assert libc.syscall(keyctl, 1, b"evalstream-service") > 0  # join a new session keyring
@@ -490,7 +490,7 @@ def check_service_keyring_is_out_of_reach() -> None:
 
 RSS_PROBE = """
 import json, resource
-from stream_app.metrics.functional_correctness import evaluate_source
+from stream_app.code_quality.functional_correctness import evaluate_source
 REFERENCE = "def solve(x):\\n    return x * 2\\n"
 evaluate_source(REFERENCE, REFERENCE, "solve", [{"input": {"x": 1}}])  # warm up
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -671,8 +671,8 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 REFUSED_PROBE = """
 import json
-from stream_app.metrics.functional_correctness import evaluate_source
-from stream_app.metrics.sandbox import SandboxUnavailable
+from stream_app.code_quality.functional_correctness import evaluate_source
+from stream_app.code_quality.sandbox import SandboxUnavailable
 args = ("def solve(x):\\n    return x * 2\\n",) * 2 + ("solve", [{"input": {"x": 1}}])
 try:
     evaluate_source(*args)

@@ -6,10 +6,10 @@ from pathlib import Path
 import faust
 import pytest
 
-from stream_app.app import all_topics, create_app
-from stream_app.config import ConfigError, load_settings
-from stream_app.kafka_client import client_kwargs, faust_credentials
-from stream_app.partitioning import partition_for
+from stream_app.service.app import all_topics, create_app
+from stream_app.service.kafka_client import client_kwargs, faust_credentials
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import ConfigError, load_settings
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -112,7 +112,7 @@ def test_consumer_fetch_wait_is_bounded() -> None:
         original = getattr(thread_cls, f"_evalstream_original{factory}")
         setattr(thread_cls, f"_evalstream_original{factory}", lambda self, transport: Made())
         try:
-            from stream_app.kafka_compat import install_fetch_wait
+            from stream_app.service.kafka_compat import install_fetch_wait
 
             install_fetch_wait(50)
             consumer = getattr(thread_cls, factory)(object(), object())

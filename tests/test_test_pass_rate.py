@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.metrics.test_pass_rate import calculate_test_pass_rate, from_junit_xml
+from stream_app.code_quality.test_pass_rate import calculate_test_pass_rate, from_junit_xml
 
 
 def test_pass_rate() -> None:

@@ -2,9 +2,9 @@
 
 from datetime import UTC, datetime, timedelta
 
-from stream_app.config import CoreConfig
-from stream_app.tier_state import TierState, split_tier_key, tier_key
-from stream_app.window import AddOutcome, WindowEntry, to_epoch_us
+from stream_app.core.config import CoreConfig
+from stream_app.core.tier_state import TierState, split_tier_key, tier_key
+from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 
 CONFIG = CoreConfig(window_size=3)
 T0 = to_epoch_us(datetime(2026, 1, 1, tzinfo=UTC))

@@ -8,7 +8,7 @@ import pytest
 
 from helpers import encode, make_event
 from schemas.export import JSON_DIR
-from stream_app.ingest import Rejection, parse_run
+from stream_app.core.ingest import Rejection, parse_run
 
 LIMIT = 1024 * 1024
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_app.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
+from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 
 
 def entry(t: int, run_id: str, composite: float = 0.5) -> WindowEntry:

@@ -1,5 +1,5 @@
-"""The pure formulas of evalstream (seed 001 and seed 004). No Kafka, no Faust, no I/O: the
-streaming worker, the batch `replay` command and the tests all call these."""
+"""Seed 001's formulas and seed 004's pass@k, pure: no Kafka, no Faust, no I/O. The streaming
+worker, the batch `replay` command and the tests all call these."""
 
 from stream_app.metrics.cross_tier import cross_tier_report, tier_uplift
 from stream_app.metrics.grades import GradeThresholds, assign_letter_grade, grade_points

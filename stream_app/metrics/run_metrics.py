@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.run_completed import RunCompleted
 from schemas.run_metrics import RunMetrics
-from stream_app.metrics.code_bleu import calculate_code_bleu
+from stream_app.code_quality.code_bleu import calculate_code_bleu
+from stream_app.code_quality.test_pass_rate import calculate_test_pass_rate
 from stream_app.metrics.grades import DEFAULT_THRESHOLDS, GradeThresholds, assign_letter_grade
 from stream_app.metrics.pricing import ModelPrice, find_price
-from stream_app.metrics.test_pass_rate import calculate_test_pass_rate
 
 
 class CompositeWeights(BaseModel):

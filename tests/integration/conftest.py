@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness import Worker, require_tansu
-from stream_app.broker import EmbeddedBroker
+from stream_app.commands.broker import EmbeddedBroker
 
 
 @pytest.fixture

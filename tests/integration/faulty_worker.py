@@ -37,7 +37,7 @@ def install_send_failure(topic: str, after: int) -> None:
 
 def install_poison(prefix: str, patch: Callable[[Any, str, Any], None] = setattr) -> None:
     """`patch` sets an attribute (a test passes its monkeypatch's, which undoes it after)."""
-    from stream_app import ingest, tier_state
+    from stream_app.core import ingest, tier_state
 
     real_metrics = ingest.compute_run_metrics
     real_aggregate = tier_state.TierState.aggregate
@@ -63,7 +63,7 @@ def main() -> int:
     prefix = os.environ.get("FAULT_POISON_PREFIX")
     if prefix:
         install_poison(prefix)
-    from stream_app.cli import main as cli_main
+    from stream_app.commands.cli import main as cli_main
 
     return cli_main(["worker"])
 

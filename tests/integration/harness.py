@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.broker import BrokerError, EmbeddedBroker, find_tansu, free_port
-from stream_app.config import Settings, load_settings
-from stream_app.kafka_client import last_by_key, read_topic
-from stream_app.processes import stop_process
-from stream_app.producer import produce
-from stream_app.replay import replay_lines
+from stream_app.commands.broker import BrokerError, EmbeddedBroker, find_tansu, free_port
+from stream_app.commands.processes import stop_process
+from stream_app.commands.producer import produce
+from stream_app.core.replay import replay_lines
+from stream_app.service.kafka_client import last_by_key, read_topic
+from stream_app.service.settings import Settings, load_settings
 
 T = TypeVar("T")
 PARTITIONS = 4

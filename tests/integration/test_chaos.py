@@ -24,8 +24,8 @@ from harness import (
     settings_for,
     wait_until,
 )
-from stream_app.broker import EmbeddedBroker
-from stream_app.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.broker import EmbeddedBroker
+from stream_app.commands.synthetic import GradeDrop, synthetic_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

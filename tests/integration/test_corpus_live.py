@@ -23,9 +23,9 @@ from harness import (
     wait_until,
 )
 from helpers import CORPUS_MAX_BYTES, SAMPLE_FILE, corpus_stream
-from stream_app.broker import EmbeddedBroker
-from stream_app.config import Settings
-from stream_app.kafka_client import client_kwargs
+from stream_app.commands.broker import EmbeddedBroker
+from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -26,11 +26,11 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.broker import EmbeddedBroker
-from stream_app.config import Settings
-from stream_app.kafka_client import client_kwargs, ensure_topics
-from stream_app.partitioning import partition_for
-from stream_app.replay import replay_lines
+from stream_app.commands.broker import EmbeddedBroker
+from stream_app.core.replay import replay_lines
+from stream_app.service.kafka_client import client_kwargs, ensure_topics
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ import yaml
 
 from harness import Worker, produce_lines, require_tansu, settings_for, wait_until
 from helpers import REPO, encode, make_event, prometheus_tool
-from stream_app.broker import EmbeddedBroker, free_port
-from stream_app.processes import stop_process
-from stream_app.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.broker import EmbeddedBroker, free_port
+from stream_app.commands.processes import stop_process
+from stream_app.commands.synthetic import GradeDrop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 

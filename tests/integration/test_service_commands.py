@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import Worker, require_tansu, wait_until
-from stream_app.broker import EmbeddedBroker, free_port, port_open
+from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE
-from stream_app.broker import EmbeddedBroker
-from stream_app.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.broker import EmbeddedBroker
+from stream_app.commands.synthetic import GradeDrop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.broker import EmbeddedBroker
-from stream_app.config import Settings
+from stream_app.commands.broker import EmbeddedBroker
 from stream_app.metrics.grades import grade_points
+from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from typing import TextIO
 
 from aiokafka import AIOKafkaProducer
 
-from stream_app.config import Settings
-from stream_app.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.service.settings import Settings
 
 
 def run_id_key(line: bytes) -> bytes | None:
@@ -38,7 +38,7 @@ async def produce(
     """Send every non-blank line; returns how many were sent."""
     await wait_for_broker(settings)
     if create_topics:
-        from stream_app.app import all_topics
+        from stream_app.service.app import all_topics
 
         await ensure_topics(settings, all_topics(settings))
     producer = AIOKafkaProducer(**client_kwargs(settings), acks="all", linger_ms=5)

@@ -26,7 +26,7 @@ from schemas.dead_letter import (
 )
 from schemas.run_completed import RunCompleted
 from schemas.run_metrics import RunMetrics
-from stream_app.config import CoreConfig
+from stream_app.core.config import CoreConfig
 from stream_app.metrics.run_metrics import UnknownModelError, compute_run_metrics
 
 

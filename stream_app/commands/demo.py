@@ -27,13 +27,13 @@ from aiokafka import AIOKafkaConsumer
 from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
-from stream_app.broker import EmbeddedBroker, free_port, port_open
-from stream_app.config import Settings
-from stream_app.kafka_client import client_kwargs, ensure_topics, wait_for_broker
-from stream_app.live_table import LiveState, render
-from stream_app.processes import stop_process
-from stream_app.producer import produce
-from stream_app.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
+from stream_app.commands.live_table import LiveState, render
+from stream_app.commands.processes import stop_process
+from stream_app.commands.producer import produce
+from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.service.settings import Settings
 
 
 class DemoError(Exception):
@@ -163,7 +163,7 @@ async def _run(settings: Settings, options: DemoOptions, worker: _WorkerProcess,
     tty = sys.stdout.isatty()
     print(f"{note}; worker metrics: {metrics_url}", flush=True)
     await wait_for_broker(settings)
-    from stream_app.app import all_topics
+    from stream_app.service.app import all_topics
 
     await ensure_topics(settings, all_topics(settings))
     worker.start()

@@ -8,7 +8,7 @@ import errno
 import logging
 import socket
 
-from stream_app.config import Settings
+from stream_app.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ def check_port_free(host: str, port: int) -> None:
 
 
 async def prepare(settings: Settings) -> None:
-    from stream_app.app import all_topics
-    from stream_app.kafka_client import ensure_topics, wait_for_broker
+    from stream_app.service.app import all_topics
+    from stream_app.service.kafka_client import ensure_topics, wait_for_broker
 
     await wait_for_broker(settings)
     created = await ensure_topics(settings, all_topics(settings))
@@ -60,7 +60,7 @@ def run_worker(settings: Settings) -> int:
 
     import faust
 
-    from stream_app.app import create_app
+    from stream_app.service.app import create_app
 
     app = create_app(settings)
     worker = faust.Worker(

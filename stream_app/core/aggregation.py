@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from schemas.aggregates import Statistics, TierAggregate
-from stream_app.config import CoreConfig
+from stream_app.core.config import CoreConfig
+from stream_app.core.window import TierWindow, from_epoch_us
 from stream_app.metrics.grades import assign_letter_grade
 from stream_app.metrics.pass_at_k import calculate_pass_at_k
 from stream_app.metrics.statistics import compute_statistics
-from stream_app.window import TierWindow, from_epoch_us
 
 
 def _optional_statistics(values: list[float | None]) -> Statistics | None:

@@ -14,11 +14,11 @@ from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
-from stream_app.config import CoreConfig
-from stream_app.ingest import Rejection, evaluate_run, processing_error
+from stream_app.core.config import CoreConfig
+from stream_app.core.ingest import Rejection, evaluate_run, processing_error
+from stream_app.core.tier_state import TierState, fold_runs, tier_key
+from stream_app.core.window import AddOutcome, WindowEntry
 from stream_app.metrics.cross_tier import cross_tier_report
-from stream_app.tier_state import TierState, fold_runs, tier_key
-from stream_app.window import AddOutcome, WindowEntry
 
 CHUNK_RUNS = 100_000
 """Runs folded at once: each tier is aggregated once per chunk it appears in."""

@@ -13,12 +13,12 @@ from schemas.aggregates import TierAggregate
 from schemas.common import Grade
 from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
-from stream_app.aggregation import aggregate_window
-from stream_app.config import CoreConfig
-from stream_app.keyed_batch import FoldedBatch, KeyedFold
+from stream_app.core.aggregation import aggregate_window
+from stream_app.core.config import CoreConfig
+from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
+from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
-from stream_app.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 
 STATE_VERSION: Final = 1
 

@@ -44,9 +44,7 @@ from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import MessageOrigin, cap_key
 from stream_app import __version__
-from stream_app.config import PRODUCER_MAX_REQUEST_BYTES, Settings
-from stream_app.exporter import CONTENT_TYPE, Exporter
-from stream_app.ingest import (
+from stream_app.core.ingest import (
     Rejection,
     error_text,
     evaluate_run,
@@ -54,13 +52,19 @@ from stream_app.ingest import (
     processing_error,
     state_error,
 )
-from stream_app.kafka_client import client_kwargs, faust_credentials
-from stream_app.kafka_compat import install_fetch_highwaters, install_fetch_wait, withhold_acks
-from stream_app.keyed_batch import KeyedFold
+from stream_app.core.keyed_batch import KeyedFold
+from stream_app.core.tier_state import TierState, fold_runs, split_tier_key, tier_key
+from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.metrics.cross_tier import TierMedians, cross_tier_report_from_medians
-from stream_app.partitioning import partition_for
-from stream_app.tier_state import TierState, fold_runs, split_tier_key, tier_key
-from stream_app.window import AddOutcome, WindowEntry, to_epoch_us
+from stream_app.service.exporter import CONTENT_TYPE, Exporter
+from stream_app.service.kafka_client import client_kwargs, faust_credentials
+from stream_app.service.kafka_compat import (
+    install_fetch_highwaters,
+    install_fetch_wait,
+    withhold_acks,
+)
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import PRODUCER_MAX_REQUEST_BYTES, Settings
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
-from stream_app.config import Settings
+from stream_app.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

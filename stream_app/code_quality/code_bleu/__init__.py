@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from typing import Final
 
 from schemas.code_quality import SemanticClosenessMetrics
-from stream_app.metrics.code_bleu.ast_matcher import calculate_ast_match, extract_subtrees
-from stream_app.metrics.code_bleu.dataflow_analyzer import (
+from stream_app.code_quality.code_bleu.ast_matcher import calculate_ast_match, extract_subtrees
+from stream_app.code_quality.code_bleu.dataflow_analyzer import (
     DataflowEdge,
     calculate_dataflow_match,
     extract_dataflows,
 )
-from stream_app.metrics.code_bleu.ngram_matcher import (
+from stream_app.code_quality.code_bleu.ngram_matcher import (
     calculate_ngram_match,
     calculate_weighted_ngram_match,
     tokenize_code,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from stream_app.processes import stop_process
+from stream_app.commands.processes import stop_process
 
 
 class BrokerError(Exception):

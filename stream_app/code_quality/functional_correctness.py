@@ -2,7 +2,7 @@
 
 `FunctionalCorrectnessEvaluator.evaluate` compares two trusted callables in-process.
 `evaluate_source` runs untrusted generated source (and the reference) in the sandbox of
-`stream_app.metrics.sandbox`, one fresh sandbox per side and test case, so a hang, a crash or a
+`stream_app.code_quality.sandbox`, one fresh sandbox per side and test case, so a hang, a crash or a
 hostile call is a recorded error for that case. Test cases are `{"input": {keyword: value}}`.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from schemas.code_quality import FunctionalCorrectnessMetrics
-from stream_app.metrics.sandbox import SandboxLimits, require_sandbox, run_function
+from stream_app.code_quality.sandbox import SandboxLimits, require_sandbox, run_function
 
 REL_TOL: Final = 1e-9
 ABS_TOL: Final = 1e-12

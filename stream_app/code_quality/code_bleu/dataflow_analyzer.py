@@ -22,7 +22,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from stream_app.metrics.code_bleu.ast_matcher import parse_python
+from stream_app.code_quality.code_bleu.ast_matcher import parse_python
 
 Pos = tuple[int, int]
 States = dict[str, list[Pos]]

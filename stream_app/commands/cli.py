@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from stream_app import __version__
-from stream_app.broker import BrokerError
-from stream_app.config import ConfigError, load_settings
-from stream_app.demo import DemoError
-from stream_app.replay import replay_lines
-from stream_app.worker import StartupError
+from stream_app.commands.broker import BrokerError
+from stream_app.commands.demo import DemoError
+from stream_app.commands.worker import StartupError
+from stream_app.core.replay import replay_lines
+from stream_app.service.settings import ConfigError, load_settings
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -55,7 +55,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from stream_app.broker import EmbeddedBroker
+    from stream_app.commands.broker import EmbeddedBroker
 
     settings = load_settings(args.config)
     broker = EmbeddedBroker(port=args.port, binary=settings.tansu_bin).start()
@@ -81,7 +81,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from stream_app.worker import run_worker
+    from stream_app.commands.worker import run_worker
 
     return run_worker(load_settings(args.config))
 
@@ -90,8 +90,8 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     import asyncio
     from collections.abc import Iterable
 
-    from stream_app.producer import produce
-    from stream_app.synthetic import GradeDrop, synthetic_lines
+    from stream_app.commands.producer import produce
+    from stream_app.commands.synthetic import GradeDrop, synthetic_lines
 
     settings = load_settings(args.config)
     lines: Iterable[bytes]
@@ -117,14 +117,14 @@ def _cmd_produce(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from stream_app.demo import DemoOptions, run_demo
+    from stream_app.commands.demo import DemoOptions, run_demo
 
     options = DemoOptions(synthetic=args.synthetic, rate=args.rate, duration=args.duration)
     return run_demo(load_settings(args.config), options)
 
 
 def _cmd_codebleu(args: argparse.Namespace) -> int:
-    from stream_app.metrics.code_bleu import calculate_code_bleu
+    from stream_app.code_quality.code_bleu import calculate_code_bleu
 
     settings = load_settings(args.config)
     texts = []

@@ -1,0 +1,1 @@
+"""One class per hop of the worker: validate, windows, cross-tier."""
