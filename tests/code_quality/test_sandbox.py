@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from stream_app.code_quality import sandbox
 from stream_app.code_quality.functional_correctness import evaluate_source
 from stream_app.code_quality.sandbox import (
     SandboxLimits,
@@ -30,9 +31,9 @@ from stream_app.code_quality.sandbox import (
     run_function,
     sandbox_status,
 )
-from stream_app.code_quality import sandbox
 
-REPO = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 REFERENCE = "def solve(x):\n    return x * 2\n"
 CASE = [{"input": {"x": 21}}]
 NOBODY = 65534
@@ -747,7 +748,7 @@ def test_attacks_fail_as_an_unprivileged_user() -> None:
             cwd="/",
             env={
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "PYTHONPATH": str(REPO / "tests"),
+                "PYTHONPATH": str(HERE),
             },
         )
     finally:
