@@ -16,7 +16,8 @@ from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
 from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
-from stream_app.core.tier_state import TierState, fold_runs, tier_key
+from stream_app.core.keys import tier_key
+from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry
 from stream_app.metrics.cross_tier import cross_tier_report
 
@@ -42,8 +43,8 @@ class Replay:
         """One message (one physical line of the file)."""
         result = evaluate_run(raw, self.config)
         if not isinstance(result, Rejection):
-            try:
-                entry = WindowEntry.from_metrics(result)
+            try:  # the worker's path: the run's metrics as JSON values, read by the window stage
+                entry = WindowEntry.from_run(result.model_dump(mode="json"))
             except Exception as exc:
                 result = processing_error("window", exc)
             else:

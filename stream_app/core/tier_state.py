@@ -16,21 +16,12 @@ from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
 from stream_app.core.config import CoreConfig
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
+from stream_app.core.keys import split_tier_key
 from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
 
 STATE_VERSION: Final = 1
-
-
-def tier_key(experiment_id: str, tier: str) -> str:
-    """The message key of a tier: `experiment_id/tier` (tiers have no slash, so it splits back)."""
-    return f"{experiment_id}/{tier}"
-
-
-def split_tier_key(key: str) -> tuple[str, str]:
-    experiment_id, _, tier = key.rpartition("/")
-    return experiment_id, tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +35,8 @@ class Step:
 
 
 class TierState:
+    """One tier's window and the grade of its last full window: what a grade change needs."""
+
     __slots__ = ("experiment_id", "last_full_grade", "tier", "window")
 
     def __init__(
@@ -56,6 +49,7 @@ class TierState:
 
     @classmethod
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:
+        """The state of a tier that has seen no run."""
         return cls(experiment_id, tier, TierWindow(capacity), None)
 
     def apply(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool = True) -> Step:
@@ -96,9 +90,11 @@ class TierState:
         return Step(AddOutcome.ADDED, aggregate, change)
 
     def copy(self) -> TierState:
+        """An independent copy, so that a batch can go back to the state before it."""
         return TierState(self.experiment_id, self.tier, self.window.copy(), self.last_full_grade)
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
+        """The aggregate of the current window (it must hold a run)."""
         return aggregate_window(self.experiment_id, self.tier, self.window, config)
 
     def to_json(self) -> bytes:

@@ -9,12 +9,11 @@ of the *set* of events, whatever their order or repetition: redelivery after a c
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from operator import itemgetter
 from typing import Any, Final, NamedTuple
-
-from schemas.run_metrics import RunMetrics
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -45,43 +44,31 @@ class WindowEntry(NamedTuple):
     test_pass_rate: float | None = None
 
     @classmethod
-    def from_metrics(cls, m: RunMetrics) -> WindowEntry:
+    def from_run(cls, run: Mapping[str, Any]) -> WindowEntry:
+        """The one way a run enters a window: from its `RunMetrics` as JSON, as the validate stage
+        forwards it and replay hands it over (so both take the same path, byte for byte). No second
+        validation on the hot path; an infinite cost of pass arrives as "Infinity"."""
         return cls(
-            to_epoch_us(m.completed_at),
-            m.run_id,
-            m.pass_rate,
-            m.impl_rate,
-            m.cost_usd,
-            m.duration_seconds,
-            m.cost_of_pass,
-            m.composite_score,
-            m.code_bleu,
-            m.test_pass_rate,
+            to_epoch_us(datetime.fromisoformat(run["completed_at"])),
+            run["run_id"],
+            run["pass_rate"],
+            run["impl_rate"],
+            run["cost_usd"],
+            run["duration_seconds"],
+            float(run["cost_of_pass"]),
+            run["composite_score"],
+            run.get("code_bleu"),
+            run.get("test_pass_rate"),
         )
 
-    @classmethod
-    def from_forwarded(cls, doc: dict[str, Any]) -> WindowEntry:
-        """From the JSON of a `RunMetrics` this service produced itself (already validated once,
-        at the edge): no second validation on the hot path. Infinite costs arrive as "Infinity"."""
-        return cls(
-            to_epoch_us(datetime.fromisoformat(doc["completed_at"])),
-            doc["run_id"],
-            doc["pass_rate"],
-            doc["impl_rate"],
-            doc["cost_usd"],
-            doc["duration_seconds"],
-            float(doc["cost_of_pass"]),
-            doc["composite_score"],
-            doc.get("code_bleu"),
-            doc.get("test_pass_rate"),
-        )
 
-    @property
-    def sort_key(self) -> tuple[int, str]:
-        return self.completed_at_us, self.run_id
+window_order: Final = itemgetter(0, 1)
+"""A run's place in its window: (completed_at_us, run_id), the first two fields of an entry."""
 
 
 class AddOutcome(StrEnum):
+    """What adding a run did to its window: only an added run changes anything."""
+
     ADDED = "added"
     DUPLICATE = "duplicate"
     LATE = "late"
@@ -110,10 +97,9 @@ class TierWindow:
         if entry.run_id in self._ids:
             return AddOutcome.DUPLICATE, None
         entries = self._entries
-        key = entry.sort_key
-        if len(entries) >= self.capacity and key < entries[0].sort_key:
+        if len(entries) >= self.capacity and window_order(entry) < window_order(entries[0]):
             return AddOutcome.LATE, None
-        bisect.insort(entries, entry, key=_sort_key)
+        bisect.insort(entries, entry, key=window_order)
         self._ids.add(entry.run_id)
         evicted = None
         if len(entries) > self.capacity:
@@ -123,7 +109,7 @@ class TierWindow:
 
     def undo(self, entry: WindowEntry, evicted: WindowEntry | None) -> None:
         """Take back an `insert` that returned ADDED (the newest change only)."""
-        index = bisect.bisect_left(self._entries, entry.sort_key, key=_sort_key)
+        index = bisect.bisect_left(self._entries, window_order(entry), key=window_order)
         del self._entries[index]
         self._ids.discard(entry.run_id)
         if evicted is not None:  # it was the oldest, so it goes back first
@@ -131,6 +117,7 @@ class TierWindow:
             self._ids.add(evicted.run_id)
 
     def copy(self) -> TierWindow:
+        """An independent copy (the entries themselves are immutable)."""
         clone = TierWindow(self.capacity)
         clone._entries = list(self._entries)
         clone._ids = set(self._ids)
@@ -143,6 +130,7 @@ class TierWindow:
 
     @property
     def is_full(self) -> bool:
+        """Whether the window holds `capacity` runs: only a full window's grade is tracked."""
         return len(self._entries) >= self.capacity
 
     def __len__(self) -> int:
@@ -156,7 +144,3 @@ class TierWindow:
     def from_state(cls, capacity: int, state: Iterable[Sequence[Any]]) -> TierWindow:
         """Rebuild a window; a smaller capacity than the snapshot's keeps the newest runs."""
         return cls(capacity, (WindowEntry(*row) for row in state))
-
-
-def _sort_key(entry: WindowEntry) -> tuple[int, str]:
-    return entry.completed_at_us, entry.run_id

@@ -43,6 +43,8 @@ CONTENT_TYPE: Final = (
 
 
 class Exporter:
+    """The Prometheus metrics of one worker, in a registry of its own (not the global one)."""
+
     def __init__(self, version: str, k_values: Iterable[int] = (1, 5, 10)) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._tier_cache: dict[tuple[str, str], dict[str, Any]] = {}
@@ -175,8 +177,13 @@ class Exporter:
             self.rejected.labels(reason=reason)
         for ignored in ("duplicate", "late"):
             self.ignored.labels(reason=ignored)
-        for stage in ("validate", "window", "cross_tier"):
+
+    def declare(self, stages: Iterable[str], tables: Iterable[str]) -> None:
+        """Create the per-stage and per-table series at 0, so that rates exist before traffic."""
+        for stage in stages:
             self.processing.labels(stage=stage)
+        for table in tables:
+            self.quarantined.labels(table=table)
 
     def _tier_children(self, labels: tuple[str, str]) -> dict[str, Any]:
         """The labelled gauges of one tier, looked up once: `labels()` validates its arguments
@@ -195,6 +202,7 @@ class Exporter:
         return children
 
     def set_tier(self, agg: TierAggregate) -> None:
+        """Mirror a tier's latest aggregate in its gauges."""
         labels = (agg.experiment_id, agg.tier)
         children = self._tier_children(labels)
         for field in self.stat_gauges:
@@ -219,6 +227,7 @@ class Exporter:
             self.pass_at_k.labels(*labels, k).set(value)
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
+        """Drop a tier's series: another worker owns it now."""
         labels = (experiment_id, tier)
         self._tier_cache.pop(labels, None)
         for field in self.optional_stat_gauges:
@@ -232,6 +241,7 @@ class Exporter:
             _remove(self.pass_at_k, *labels, k)
 
     def set_experiment(self, report: CrossTierReport) -> None:
+        """Mirror an experiment's latest cross-tier report in its gauges."""
         exp = report.experiment_id
         self.pass_rate_variance.labels(exp).set(report.pass_rate_variance)
         self.impl_rate_variance.labels(exp).set(report.impl_rate_variance)
@@ -245,6 +255,7 @@ class Exporter:
                 self.uplift.labels(exp, tier).set(uplift)
 
     def remove_experiment(self, experiment_id: str, tiers: Iterable[str]) -> None:
+        """Drop an experiment's series: another worker owns it now."""
         for gauge in (
             self.pass_rate_variance,
             self.impl_rate_variance,
@@ -256,6 +267,7 @@ class Exporter:
             _remove(self.uplift, experiment_id, tier)
 
     def render(self) -> bytes:
+        """The text exposition format, for `/metrics`."""
         return generate_latest(self.registry)
 
 

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The TLS context of `security`, or None for a plaintext connection."""
     sec = settings.security
     if sec.protocol not in ("SSL", "SASL_SSL"):
         return None

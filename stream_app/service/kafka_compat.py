@@ -1,4 +1,5 @@
-"""Two fixes to Faust's aiokafka driver, installed by the app.
+"""Every access to Faust's and aiokafka's private parts, in one place: two fixes to Faust's aiokafka
+driver, installed by the app, and the few private attributes the worker reads.
 
 High watermarks from fetch responses, for Faust's table recovery.
 
@@ -126,3 +127,26 @@ def withhold_acks(events: Iterable[Any]) -> None:
     partition reads them again."""
     for event in events:
         event.message.acked = True
+
+
+def consumer_lag(consumer: Any, topics: set[str]) -> dict[tuple[str, int], int]:
+    """Messages behind the fetch high watermark, per assigned partition of `topics`: from the
+    consumer's last offset handed to an agent (Faust keeps it in a private map), else from its
+    committed offset."""
+    lags: dict[tuple[str, int], int] = {}
+    for tp in consumer.assignment():
+        if tp.topic not in topics:
+            continue
+        highwater = consumer.highwater(tp)
+        if highwater is None:
+            continue
+        read = consumer._read_offset.get(tp)
+        next_offset = read + 1 if read is not None else consumer._committed_offset.get(tp)
+        lag = highwater - next_offset if next_offset is not None else highwater
+        lags[(tp.topic, tp.partition)] = max(lag, 0)
+    return lags
+
+
+def owned_partitions(app: Any, topic: str) -> set[int]:
+    """The partitions of `topic` assigned to this worker as active (not standby)."""
+    return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}

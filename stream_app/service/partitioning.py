@@ -8,6 +8,7 @@ from aiokafka.partitioner import murmur2
 
 
 def partition_for(key: str | bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives `key`."""
     data = key.encode() if isinstance(key, str) else key
     hashed: int = murmur2(data)
     return (hashed & 0x7FFFFFFF) % partitions

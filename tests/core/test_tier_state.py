@@ -3,7 +3,8 @@
 from datetime import UTC, datetime, timedelta
 
 from stream_app.core.config import CoreConfig
-from stream_app.core.tier_state import TierState, split_tier_key, tier_key
+from stream_app.core.keys import split_tier_key, tier_key
+from stream_app.core.tier_state import TierState
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 
 CONFIG = CoreConfig(window_size=3)

@@ -1,0 +1,14 @@
+"""Message keys of the internal and output topics, defined once."""
+
+from __future__ import annotations
+
+
+def tier_key(experiment_id: str, tier: str) -> str:
+    """The key of a tier, `experiment_id/tier`: tiers have no slash, so it splits back."""
+    return f"{experiment_id}/{tier}"
+
+
+def split_tier_key(key: str) -> tuple[str, str]:
+    """`tier_key`'s inverse: (experiment_id, tier)."""
+    experiment_id, _, tier = key.rpartition("/")
+    return experiment_id, tier

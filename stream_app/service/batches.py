@@ -1,0 +1,104 @@
+"""How an agent runs a stage: take a batch, hand it to the stage, time it; and what happens when
+a batch fails for a reason that is no event's fault (the worker stops before it is committed)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+
+import faust
+from faust.types import EventT, StreamT
+
+from stream_app.core.ingest import error_text
+from stream_app.service.exporter import Exporter
+from stream_app.service.kafka_compat import withhold_acks
+from stream_app.service.outputs import Record
+
+log = logging.getLogger(__name__)
+
+EXIT_FATAL = 70
+"""Exit status of a worker stopped by an error that is no single event's fault."""
+
+
+class Stage(Protocol):
+    """One hop of the worker: a name (its metrics label), a batch handler and its cache."""
+
+    @property
+    def name(self) -> str:
+        """The stage's label in metrics and logs."""
+
+    async def handle(self, batch: Sequence[Record]) -> None:
+        """Process one batch; every event's own problem is handled (dead-lettered) inside."""
+
+    def drop_cache(self) -> None:
+        """Forget decoded state that may be ahead of the table."""
+
+
+class TableStage(Stage, Protocol):
+    """A stage that keeps its state in a table: recovered, and told which partitions it lost."""
+
+    @property
+    def table_name(self) -> str:
+        """The table's name (its changelog topic is named after it)."""
+
+    async def on_recover(self, owned: set[int]) -> int:
+        """Re-publish the outputs of the owned keys; return how many."""
+
+    def on_revoked(self, lost: set[int]) -> None:
+        """Drop what belongs to the lost partitions."""
+
+
+def stop_fatally(stage: str, exc: BaseException) -> None:
+    """Stop the process at once, before any offset of the failed batch can be committed: a
+    restart redelivers the batch. For errors that are no event's fault (a send the producer
+    gave up on, a defect in the shell); an event's own problem is its dead letter instead."""
+    log.critical(
+        "evalstream: stopping: the %s stage failed on an error that is no single event's fault "
+        "(%s); its batch is not committed and is redelivered after a restart",
+        stage,
+        error_text(exc),
+        exc_info=exc,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_FATAL)
+
+
+def records_of(events: Sequence[EventT[bytes]]) -> list[Record]:
+    """The stage's view of Faust's events: position, key and bytes."""
+    out = []
+    for event in events:
+        message = event.message
+        value = event.value if event.value is not None else b""
+        out.append(Record(message.topic, message.partition, message.offset, event.key, value))
+    return out
+
+
+async def run_batches(
+    stream: StreamT[bytes], stage: Stage, batch: dict[str, Any], metrics: Exporter
+) -> None:
+    """An agent's loop over `stage`. Whatever escapes `handle` is no event's fault and stops the
+    worker before the batch is committed; a batch cancelled mid-way (shutdown) is withheld from
+    the commit, so it is redelivered rather than half done."""
+    histogram = metrics.processing.labels(stage=stage.name)
+    events: Sequence[EventT[bytes]]
+    async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
+        started = time.perf_counter()
+        try:
+            await stage.handle(records_of(events))
+        except asyncio.CancelledError:
+            withhold_acks(events)
+            stage.drop_cache()
+            raise
+        except Exception as exc:
+            withhold_acks(events)
+            stop_fatally(stage.name, exc)
+        per_event = (time.perf_counter() - started) / max(len(events), 1)
+        for _ in range(len(events)):  # the batch's time spread over its events
+            histogram.observe(per_event)

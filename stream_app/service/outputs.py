@@ -1,0 +1,144 @@
+"""Everything the stages publish, and the one way they publish it: a `Send` callable (the
+producer in the worker, a list in the unit tests) and the Prometheus exporter."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, NamedTuple, cast
+
+from schemas.aggregates import TierAggregate
+from schemas.cross_tier import CrossTierReport
+from schemas.dead_letter import MessageOrigin, cap_key
+from schemas.grade_change import GradeChange
+from stream_app.core.ingest import Rejection, error_text, make_dead_letter, state_error
+from stream_app.core.keys import tier_key
+from stream_app.service.exporter import Exporter
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, bytes | None, bytes, int | None], Awaitable[Awaitable[Any]]]
+"""Hand a record (topic, key, value, partition) to the producer; the awaitable it returns
+resolves when the broker acknowledged it."""
+
+
+class Record(NamedTuple):
+    """One message a stage takes: where it came from, its key and its bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+def key_text(raw: bytes | None) -> str | None:
+    """A key as text for a dead letter's origin: None unless UTF-8, cut to the key cap."""
+    if raw is None:
+        return None
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return cast(bytes, cap_key(raw)).decode("utf-8", "ignore")
+
+
+class Outputs:
+    """The worker's output topics, the dead-letter topic and the gauges that mirror them."""
+
+    def __init__(self, send: Send, settings: Settings, metrics: Exporter) -> None:
+        self.send = send
+        self.settings = settings
+        self.topics = settings.topics
+        self.metrics = metrics
+
+    async def forward_run(self, key: str, value: bytes) -> None:
+        """An accepted run's metrics, re-keyed by tier for the windows stage."""
+        partition = partition_for(key, self.settings.partitions)
+        await self.send(self.topics.runs_by_tier, key.encode(), value, partition)
+
+    async def grade_change(self, change: GradeChange) -> Awaitable[Any]:
+        """Send a grade change; the caller awaits the result before writing the state."""
+        key = tier_key(change.experiment_id, change.tier).encode()
+        ack = await self.send(
+            self.topics.grade_changes, key, change.model_dump_json().encode(), None
+        )
+        self.metrics.grade_changes.labels(change.experiment_id, change.tier, change.direction).inc()
+        return ack
+
+    async def aggregate(self, agg: TierAggregate) -> None:
+        """A tier's aggregate, on the partition of its experiment (one cross-tier agent sees all
+        of an experiment's tiers), and its gauges."""
+        key = tier_key(agg.experiment_id, agg.tier).encode()
+        partition = partition_for(agg.experiment_id, self.settings.partitions)
+        await self.send(self.topics.aggregates, key, agg.model_dump_json().encode(), partition)
+        self.metrics.set_tier(agg)
+
+    async def report(self, report: CrossTierReport) -> None:
+        """An experiment's cross-tier report, and its gauges."""
+        key = report.experiment_id.encode()
+        await self.send(self.topics.cross_tier, key, report.model_dump_json().encode(), None)
+        self.metrics.set_experiment(report)
+
+    async def dead_letter(
+        self,
+        raw: bytes,
+        rejection: Rejection,
+        topic: str,
+        *,
+        partition: int | None = None,
+        offset: int | None = None,
+        key: bytes | None = None,
+    ) -> None:
+        """Dead-letter the bytes a stage received (or a stored state), and count it."""
+        origin = MessageOrigin(topic=topic, partition=partition, offset=offset, key=key_text(key))
+        cap = self.settings.dead_letter_cap
+        try:
+            value = make_dead_letter(raw, rejection, origin, payload_cap=cap).model_dump_json()
+        except Exception as exc:  # a detail that does not serialize must not cost the letter
+            plain = Rejection(rejection.reason, {"unserializable_detail": error_text(exc)})
+            value = make_dead_letter(raw, plain, origin, payload_cap=cap).model_dump_json()
+        await self.send(self.topics.dead_letter, cap_key(key), value.encode(), None)
+        self.metrics.rejected.labels(reason=rejection.reason).inc()
+        if rejection.reason in ("processing_error", "state_error"):
+            log.warning(
+                "dead-lettered %s from %s[%s]@%s: %s",
+                rejection.reason,
+                topic,
+                partition,
+                offset,
+                rejection.detail,
+            )
+
+    async def reject(self, record: Record, rejection: Rejection) -> None:
+        """Dead-letter one message a stage took."""
+        await self.dead_letter(
+            record.value,
+            rejection,
+            record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+        )
+
+    async def quarantine(
+        self,
+        table: MutableMapping[bytes, bytes],
+        table_name: str,
+        changelog: str,
+        key: bytes,
+        error: Exception,
+    ) -> None:
+        """A stored state that cannot be loaded: dead-letter its bytes, count it, reset the key
+        (a tombstone on the changelog), so that it can never wedge the worker again."""
+        raw = table.get(key)
+        await self.dead_letter(
+            raw if isinstance(raw, bytes) else b"",
+            state_error(table_name, error),
+            changelog,
+            key=key,
+        )
+        self.metrics.quarantined.labels(table=table_name).inc()
+        table.pop(key, None)

@@ -1,0 +1,42 @@
+"""The first hop: raw input messages to accepted runs (re-keyed by tier) or dead letters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from stream_app.core.ingest import Rejection, evaluate_run, processing_error
+from stream_app.core.keys import tier_key
+from stream_app.service.exporter import Exporter
+from stream_app.service.outputs import Outputs, Record
+from stream_app.service.settings import Settings
+
+
+class ValidateStage:
+    """Validates every input message with the core and forwards it, or dead-letters it."""
+
+    name: Final = "validate"
+
+    def __init__(self, settings: Settings, outputs: Outputs, metrics: Exporter) -> None:
+        self.settings = settings
+        self.outputs = outputs
+        self.metrics = metrics
+
+    async def handle(self, batch: Sequence[Record]) -> None:
+        """One batch; an event's problem is its own dead letter, never the batch's."""
+        self.metrics.received.inc(len(batch))
+        for record in batch:
+            result = evaluate_run(record.value, self.settings)  # never raises
+            if not isinstance(result, Rejection):
+                try:
+                    key = tier_key(result.experiment_id, result.tier)
+                    value = result.model_dump_json().encode()
+                except Exception as exc:
+                    result = processing_error(self.name, exc)
+                else:
+                    await self.outputs.forward_run(key, value)
+                    continue
+            await self.outputs.reject(record, result)
+
+    def drop_cache(self) -> None:
+        """Nothing cached: validation is stateless."""

@@ -1,0 +1,71 @@
+"""The cross-tier stage driven in-process: a dict for its table, a list for its sends."""
+
+import asyncio
+
+from stage_doubles import Table, records, samples, wiring
+
+from helpers import SAMPLE_FILE
+from stream_app.core.replay import replay_lines
+from stream_app.service.outputs import Outputs
+from stream_app.service.partitioning import partition_for
+from stream_app.service.stages.cross_tier import CrossTierStage
+
+CHANGELOG = "evalstream-experiment-tiers-changelog"
+SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+
+
+def make_stage() -> tuple[CrossTierStage, Table]:
+    config, sends, metrics, _ = wiring()
+    table = Table(sends)
+    return CrossTierStage(table, CHANGELOG, config, Outputs(sends, config, metrics), metrics), table
+
+
+def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() -> None:
+    stage, table = make_stage()
+    config = stage.settings
+    report = replay_lines(SAMPLE, config)
+    aggregates = [a.model_dump_json().encode() for a in report.tiers]
+    asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
+    sends = stage.outputs.send
+    sent = sends.to(config.topics.cross_tier)  # type: ignore[attr-defined]
+    expected = [r.model_dump(mode="json") for r in report.cross_tier]
+    assert sent == expected
+    assert sorted(k for k, _ in table.writes) == sorted(
+        r.experiment_id.encode() for r in report.cross_tier
+    )
+
+
+def test_recovery_and_revoke_touch_only_their_partitions() -> None:
+    stage, _ = make_stage()
+    config = stage.settings
+    report = replay_lines(SAMPLE, config)
+    aggregates = [a.model_dump_json().encode() for a in report.tiers]
+    asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
+    sends = stage.outputs.send
+    sends.sent.clear()  # type: ignore[attr-defined]
+    experiments = [r.experiment_id for r in report.cross_tier]
+    owned = {partition_for(experiments[0], 4)}
+    asyncio.run(stage.on_recover(owned))
+    republished = sends.keys(config.topics.cross_tier)  # type: ignore[attr-defined]
+    assert set(republished) == {e.encode() for e in experiments if partition_for(e, 4) in owned}
+    stage.on_revoked(owned)
+    left = {
+        dict(labels)["experiment"]
+        for (name, labels) in samples(stage.metrics)
+        if name == "evalstream_experiment_cost_delta_usd"
+    }
+    assert left == {e for e in experiments if partition_for(e, 4) not in owned}
+
+
+def test_a_bad_state_is_quarantined_when_loaded() -> None:
+    stage, table = make_stage()
+    config = stage.settings
+    table[b"test-001"] = b'{"T0": "nope"}'
+    aggregate = replay_lines(SAMPLE[:1], config).tiers[0]
+    asyncio.run(
+        stage.handle(records(config.topics.aggregates, [aggregate.model_dump_json().encode()]))
+    )
+    sends = stage.outputs.send
+    [letter] = sends.to(config.topics.dead_letter)  # type: ignore[attr-defined]
+    assert letter["reason"] == "state_error"
+    assert [r["tiers"] for r in sends.to(config.topics.cross_tier)] == [["T0"]]  # type: ignore[attr-defined]

@@ -1,0 +1,181 @@
+"""The windows stage driven in-process: a dict for its table, a list for its sends, no broker."""
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from stage_doubles import Sends, Table, records, samples, wiring
+
+from helpers import encode, make_event
+from stream_app.core.ingest import evaluate_run
+from stream_app.core.replay import replay_lines
+from stream_app.core.tier_state import TierState
+from stream_app.service.outputs import Outputs, Record
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import Settings
+from stream_app.service.stages.windows import WindowsStage
+
+CHANGELOG = "evalstream-tier-windows-changelog"
+
+
+def forwarded(config: Settings, *events: dict[str, Any]) -> list[Record]:
+    """Runs as the validate stage forwards them: their RunMetrics JSON."""
+    values = []
+    for event in events:
+        metrics = evaluate_run(encode(event), config)
+        assert not hasattr(metrics, "reason"), metrics
+        values.append(metrics.model_dump_json().encode())  # type: ignore[union-attr]
+    return records(config.topics.runs_by_tier, values)
+
+
+def run(n: int, tier: str = "T1", passed: bool = True, experiment: str = "exp") -> dict[str, Any]:
+    return make_event(
+        run_id=f"{experiment}/{tier}/{n:03d}",
+        experiment_id=experiment,
+        tier=tier,
+        passed=passed,
+        completed_at=f"2026-01-05T10:{n:02d}:00Z",
+    )
+
+
+def stage_with(sends: Sends | None = None, **overrides: Any) -> tuple[WindowsStage, Sends, Table]:
+    config, default_sends, metrics, _ = wiring(**overrides)
+    sends = sends or default_sends
+    table = Table(sends)
+    stage = WindowsStage(table, CHANGELOG, config, Outputs(sends, config, metrics), metrics)
+    return stage, sends, table
+
+
+def test_a_batch_writes_each_key_once_and_publishes_its_last_aggregate() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    batch = forwarded(config, run(1), run(2), run(3, tier="T2"), run(2))  # the last: a duplicate
+    asyncio.run(stage.handle(batch))
+
+    assert [key for key, _ in table.writes] == [b"exp/T1", b"exp/T2"]
+    aggregates = sends.to(config.topics.aggregates)
+    assert [(a["tier"], a["runs"]) for a in aggregates] == [("T1", 2), ("T2", 1)]
+    # Aggregates go to the partition of their experiment, keyed by tier.
+    assert {p for t, _, _, p in sends.sent if t == config.topics.aggregates} == {
+        partition_for("exp", config.partitions)
+    }
+    # The table holds exactly what replay computes for the same runs.
+    lines = [encode(e) for e in (run(1), run(2), run(3, tier="T2"), run(2))]
+    expected = {f"{a.experiment_id}/{a.tier}": a for a in replay_lines(lines, config).tiers}
+    for key, raw in table.items():
+        state = TierState.from_json(*key.decode().split("/"), config.window_size, raw)
+        assert state.aggregate(config) == expected[key.decode()]
+    m = samples(stage.metrics)
+    assert m[("evalstream_runs_accepted_total", (("experiment", "exp"), ("tier", "T1")))] == 2
+    assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == 1
+
+
+def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> None:
+    sends = Sends(auto_ack=False)
+    stage, _, table = stage_with(sends, window_size=2)
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1), run(2))))  # full window: grade A, no change
+    assert not sends.to(config.topics.grade_changes)
+    for ack in sends.acks:
+        ack.set_result(None)
+    table.writes.clear()
+
+    async def drop_then_ack() -> None:
+        task = asyncio.create_task(
+            stage.handle(forwarded(config, run(3, passed=False), run(4, passed=False)))
+        )
+        for _ in range(200):  # let the stage run until it waits for the broker
+            await asyncio.sleep(0)
+        assert sends.to(config.topics.grade_changes), "the drop was sent"
+        assert not table.writes, "state written before its grade change was acknowledged"
+        assert not task.done()
+        for ack in sends.acks:
+            if not ack.done():
+                ack.set_result(None)
+        await task
+
+    asyncio.run(drop_then_ack())
+    changes = sends.to(config.topics.grade_changes)
+    assert [(c["previous_grade"], c["grade"]) for c in changes] == [("B", "D"), ("D", "F")]
+    assert table.writes
+    assert all(pending == 0 for _, pending in table.writes)
+
+
+def test_recovery_republishes_only_the_owned_keys() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    tiers = [f"T{i}" for i in range(12)]
+    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t) for t in tiers))))
+    sends.sent.clear()
+    owned = {0, 2}
+    count = asyncio.run(stage.on_recover(owned))
+    republished = sends.keys(config.topics.aggregates)
+    expected = {f"exp/{t}".encode() for t in tiers if partition_for(f"exp/{t}", 4) in owned}
+    assert set(republished) == expected
+    assert count == len(expected)
+    assert 0 < count < len(tiers)
+
+
+def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1))))
+    table[b"exp/T9"] = b'{"v":1,"window":"no","grade":null}'
+    sends.sent.clear()
+    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "state_error"
+    assert letter["origin"]["topic"] == CHANGELOG
+    assert letter["origin"]["key"] == "exp/T9"
+    assert b"exp/T9" not in table
+    assert sends.keys(config.topics.aggregates) == [b"exp/T1"]
+    m = samples(stage.metrics)
+    assert m[("evalstream_state_quarantined_total", (("table", "tier-windows"),))] == 1
+
+
+def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
+    stage, _, _ = stage_with()
+    config = stage.settings
+    tiers = [f"T{i}" for i in range(12)]
+    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t) for t in tiers))))
+    lost = {1, 3}
+    stage.on_revoked(lost)
+    left = {
+        dict(labels)["tier"]
+        for (name, labels) in samples(stage.metrics)
+        if name == "evalstream_tier_grade_points"
+    }
+    assert left == {t for t in tiers if partition_for(f"exp/{t}", 4) not in lost}
+    assert left
+    assert left != set(tiers)
+    assert not stage.cache
+
+
+def test_the_cache_is_dropped_when_a_batch_fails() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1))))
+    assert stage.cache
+    sends.fail_on = config.topics.aggregates
+    with pytest.raises(ConnectionError):
+        asyncio.run(stage.handle(forwarded(config, run(2))))
+    assert not stage.cache  # it may be ahead of the table: the next batch reads the table
+    sends.fail_on = None
+    # Replayed from the table (written before the failed send), the run is a duplicate.
+    asyncio.run(stage.handle(forwarded(config, run(2))))
+    m = samples(stage.metrics)
+    assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == 1
+
+
+def test_a_bad_record_is_dead_lettered_with_the_bytes_the_stage_received() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    batch = forwarded(config, run(1)) + records(config.topics.runs_by_tier, [b'{"tier": 1}'])
+    asyncio.run(stage.handle(batch))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "processing_error"
+    assert letter["detail"]["stage"] == "window"
+    assert letter["payload"] == '{"tier": 1}'
+    assert sends.keys(config.topics.aggregates) == [b"exp/T1"]
+    assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]

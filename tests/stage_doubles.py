@@ -1,0 +1,84 @@
+"""In-memory doubles for driving a service stage without a broker: a list for its sends, a dict
+for its table, and records made from the helpers' events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_app import __version__
+from stream_app.service.exporter import Exporter
+from stream_app.service.outputs import Outputs, Record
+from stream_app.service.settings import Settings, load_settings
+
+
+class Sends:
+    """The `Send` of the stages, as a list of (topic, key, value, partition). Each send returns a
+    future; `auto_ack=False` leaves them pending so a test can see what waits for the broker."""
+
+    def __init__(self, auto_ack: bool = True) -> None:
+        self.sent: list[tuple[str, bytes | None, bytes, int | None]] = []
+        self.acks: list[asyncio.Future[None]] = []
+        self.auto_ack = auto_ack
+        self.fail_on: str | None = None
+
+    async def __call__(
+        self, topic: str, key: bytes | None, value: bytes, partition: int | None
+    ) -> Awaitable[Any]:
+        if topic == self.fail_on:
+            raise ConnectionError(f"send to {topic} failed")
+        self.sent.append((topic, key, value, partition))
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.auto_ack:
+            ack.set_result(None)
+        self.acks.append(ack)
+        return ack
+
+    def to(self, topic: str) -> list[dict[str, Any]]:
+        """The JSON values sent to `topic`, in order."""
+        return [json.loads(value) for t, _, value, _ in self.sent if t == topic]
+
+    def keys(self, topic: str) -> list[bytes | None]:
+        return [key for t, key, _, _ in self.sent if t == topic]
+
+
+class Table(dict[bytes, bytes]):
+    """A table that records every write, with how many sends were still unacknowledged."""
+
+    def __init__(self, sends: Sends) -> None:
+        super().__init__()
+        self.sends = sends
+        self.writes: list[tuple[bytes, int]] = []
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        pending = sum(1 for ack in self.sends.acks if not ack.done())
+        self.writes.append((key, pending))
+        super().__setitem__(key, value)
+
+
+def settings(**overrides: Any) -> Settings:
+    return load_settings(partitions=4, **overrides)
+
+
+def wiring(**overrides: Any) -> tuple[Settings, Sends, Exporter, Outputs]:
+    config = settings(**overrides)
+    sends = Sends()
+    metrics = Exporter(__version__, config.pass_at_k.k_values)
+    return config, sends, metrics, Outputs(sends, config, metrics)
+
+
+def records(topic: str, values: list[bytes], key: bytes | None = None) -> list[Record]:
+    return [Record(topic, 0, offset, key, value) for offset, value in enumerate(values)]
+
+
+def samples(metrics: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The exporter's `/metrics` text, parsed: (sample name, sorted labels) -> value."""
+    out = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
