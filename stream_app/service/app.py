@@ -32,7 +32,7 @@ import faust
 from faust.types import StreamT
 
 from stream_app import __version__
-from stream_app.service.batches import Stage, TableStage, run_batches, stop_fatally
+from stream_app.service.batches import Stage, run_batches, stop_fatally
 from stream_app.service.exporter import Exporter
 from stream_app.service.kafka_client import client_kwargs, faust_credentials
 from stream_app.service.kafka_compat import (
@@ -44,6 +44,7 @@ from stream_app.service.kafka_compat import (
 from stream_app.service.outputs import Outputs
 from stream_app.service.settings import PRODUCER_MAX_REQUEST_BYTES, Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
+from stream_app.service.stages.table_stage import TableStage
 from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
 from stream_app.service.web import Health, install_pages
@@ -187,7 +188,7 @@ def agent_of(
     app.agent(topic, name=stage.name)(agent)
 
 
-def recovery_of(app: faust.App, stage: TableStage, topic: str, health: Health) -> Any:
+def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Health) -> Any:
     """The table-recovered hook of a stage: re-publish what it owns, then count it recovered.
     A send that fails there is no key's fault: the worker stops (a stored state that cannot be
     loaded is the stage's to quarantine)."""

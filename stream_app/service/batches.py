@@ -39,20 +39,6 @@ class Stage(Protocol):
         """Forget decoded state that may be ahead of the table."""
 
 
-class TableStage(Stage, Protocol):
-    """A stage that keeps its state in a table: recovered, and told which partitions it lost."""
-
-    @property
-    def table_name(self) -> str:
-        """The table's name (its changelog topic is named after it)."""
-
-    async def on_recover(self, owned: set[int]) -> int:
-        """Re-publish the outputs of the owned keys; return how many."""
-
-    def on_revoked(self, lost: set[int]) -> None:
-        """Drop what belongs to the lost partitions."""
-
-
 def stop_fatally(stage: str, exc: BaseException) -> None:
     """Stop the process at once, before any offset of the failed batch can be committed: a
     restart redelivers the batch. For errors that are no event's fault (a send the producer

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable
+from functools import partial
 from typing import Any, Final, get_args
 
 from prometheus_client import (
@@ -50,92 +51,61 @@ class Exporter:
         self._tier_cache: dict[tuple[str, str], dict[str, Any]] = {}
         self._optional_present: set[tuple[str, str, str]] = set()
         self.k_values = tuple(str(k) for k in k_values)
-        r = self.registry
-        tier = ["experiment", "tier"]
+        gauge = partial(Gauge, registry=self.registry)
+        counter = partial(Counter, registry=self.registry)
+        tier, exp = ["experiment", "tier"], ["experiment"]
         self.stat_gauges = {
-            field: Gauge(
-                name, f"{field} statistics over the tier's window", [*tier, "stat"], registry=r
-            )
+            field: gauge(name, f"{field} statistics over the tier's window", [*tier, "stat"])
             for field, name in TIER_STAT_GAUGES.items()
         }
         self.optional_stat_gauges = {
-            field: Gauge(
-                name,
-                f"{field} statistics over the window's runs that have it",
-                [*tier, "stat"],
-                registry=r,
+            field: gauge(
+                name, f"{field} statistics over the window's runs that have it", [*tier, "stat"]
             )
             for field, name in OPTIONAL_STAT_GAUGES.items()
         }
-        self.grade_points = Gauge(
-            "evalstream_tier_grade_points",
-            "Grade of the window: A=4 B=3 C=2 D=1 F=0",
-            tier,
-            registry=r,
+        self.grade_points = gauge(
+            "evalstream_tier_grade_points", "Grade of the window: A=4 B=3 C=2 D=1 F=0", tier
         )
-        self.window_runs = Gauge(
-            "evalstream_tier_window_runs", "Runs in the tier's window", tier, registry=r
+        self.window_runs = gauge("evalstream_tier_window_runs", "Runs in the tier's window", tier)
+        self.window_capacity = gauge(
+            "evalstream_tier_window_capacity", "Capacity of the tier's window", tier
         )
-        self.window_capacity = Gauge(
-            "evalstream_tier_window_capacity", "Capacity of the tier's window", tier, registry=r
+        self.pass_at_k = gauge(
+            "evalstream_tier_pass_at_k", "Unbiased pass@k over the window", [*tier, "k"]
         )
-        self.pass_at_k = Gauge(
-            "evalstream_tier_pass_at_k", "Unbiased pass@k over the window", [*tier, "k"], registry=r
-        )
-        self.uplift = Gauge(
+        self.uplift = gauge(
             "evalstream_tier_uplift_ratio",
             "(median composite - baseline's) / baseline's; absent when undefined",
             tier,
-            registry=r,
         )
-        exp = ["experiment"]
-        self.pass_rate_variance = Gauge(
-            "evalstream_experiment_pass_rate_variance",
-            "Variance of tier median pass rates",
-            exp,
-            registry=r,
+        self.pass_rate_variance = gauge(
+            "evalstream_experiment_pass_rate_variance", "Variance of tier median pass rates", exp
         )
-        self.impl_rate_variance = Gauge(
-            "evalstream_experiment_impl_rate_variance",
-            "Variance of tier median impl rates",
-            exp,
-            registry=r,
+        self.impl_rate_variance = gauge(
+            "evalstream_experiment_impl_rate_variance", "Variance of tier median impl rates", exp
         )
-        self.cost_variance = Gauge(
-            "evalstream_experiment_cost_variance", "Variance of tier median costs", exp, registry=r
+        self.cost_variance = gauge(
+            "evalstream_experiment_cost_variance", "Variance of tier median costs", exp
         )
-        self.cost_delta = Gauge(
-            "evalstream_experiment_cost_delta_usd",
-            "Max - min of tier median costs",
-            exp,
-            registry=r,
+        self.cost_delta = gauge(
+            "evalstream_experiment_cost_delta_usd", "Max - min of tier median costs", exp
         )
-        self.received = Counter(
-            "evalstream_runs_received", "Messages read from the input topic", registry=r
+        self.received = counter("evalstream_runs_received", "Messages read from the input topic")
+        self.accepted = counter(
+            "evalstream_runs_accepted", "Runs that entered a window whose new state was saved", tier
         )
-        self.accepted = Counter(
-            "evalstream_runs_accepted",
-            "Runs that entered a window whose new state was saved",
-            tier,
-            registry=r,
+        self.rejected = counter("evalstream_runs_rejected", "Messages dead-lettered", ["reason"])
+        self.ignored = counter(
+            "evalstream_runs_ignored", "Valid runs that changed nothing", ["reason"]
         )
-        self.rejected = Counter(
-            "evalstream_runs_rejected", "Messages dead-lettered", ["reason"], registry=r
-        )
-        self.ignored = Counter(
-            "evalstream_runs_ignored", "Valid runs that changed nothing", ["reason"], registry=r
-        )
-        self.quarantined = Counter(
+        self.quarantined = counter(
             "evalstream_state_quarantined",
             "Stored states that could not be loaded or aggregated, dead-lettered and reset",
             ["table"],
-            registry=r,
         )
-        self.grade_changes = Counter(
-            "evalstream_grade_changes",
-            "Full-window grade changes",
-            [*tier, "direction"],
-            registry=r,
+        self.grade_changes = counter(
+            "evalstream_grade_changes", "Full-window grade changes", [*tier, "direction"]
         )
         self.processing = Histogram(
             "evalstream_processing_seconds",
@@ -155,23 +125,20 @@ class Exporter:
                 0.5,
                 1.0,
             ),
-            registry=r,
+            registry=self.registry,
         )
         self.run_age = Histogram(
             "evalstream_run_age_seconds",
             "Processing time minus the run's completed_at",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400),
-            registry=r,
+            registry=self.registry,
         )
-        self.consumer_lag = Gauge(
+        self.consumer_lag = gauge(
             "evalstream_consumer_lag_messages",
             "Messages behind the partition's high watermark, per assigned source partition",
             ["topic", "partition"],
-            registry=r,
         )
-        self.build_info = Gauge(
-            "evalstream_build_info", "evalstream's version", ["version"], registry=r
-        )
+        self.build_info = gauge("evalstream_build_info", "evalstream's version", ["version"])
         self.build_info.labels(version=version).set(1)
         for reason in REJECT_REASONS:
             self.rejected.labels(reason=reason)

@@ -9,42 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
-from stream_app.service.exporter import Exporter
-from stream_app.service.outputs import Outputs, Record
-from stream_app.service.partitioning import partition_for
-from stream_app.service.settings import Settings
+from stream_app.service.outputs import Record
+from stream_app.service.stages.table_stage import TableStage
 
 
-class WindowsStage:
+class WindowsStage(TableStage[TierState]):
     """Folds each batch of runs into the tier windows of the table, once per key per batch."""
 
-    name: Final = "window"
-    table_name: Final = "tier-windows"
-
-    def __init__(
-        self,
-        table: MutableMapping[bytes, bytes],
-        changelog: str,
-        settings: Settings,
-        outputs: Outputs,
-        metrics: Exporter,
-    ) -> None:
-        self.table = table
-        self.changelog = changelog
-        self.settings = settings
-        self.outputs = outputs
-        self.metrics = metrics
-        self.cache: dict[bytes, TierState] = {}
-        """Decoded states of the keys this worker handles, so a batch does not re-read the table;
-        the table (and its changelog) stays the truth: dropped on rebalance and failure."""
+    name = "window"
+    table_name = "tier-windows"
 
     def load(self, key: str, raw: bytes) -> TierState:
         """A stored tier state, checked to aggregate: a state that cannot is caught here, once,
@@ -54,25 +35,9 @@ class WindowsStage:
         state.aggregate(self.settings)
         return state
 
-    def _cached(self, key: str) -> TierState | None:
-        key_bytes = key.encode()
-        state = self.cache.get(key_bytes)
-        if state is not None:
-            return state
-        raw = self.table.get(key_bytes)
-        return None if raw is None else self.load(key, raw)
-
-    async def handle(self, batch: Sequence[Record]) -> None:
-        """See `_handle`; a batch that fails drops the cache, which may be ahead of the table."""
-        try:
-            await self._handle(batch)
-        except BaseException:
-            self.drop_cache()
-            raise
-
-    async def _handle(self, batch: Sequence[Record]) -> None:
-        """One batch: fold, dead-letter what failed, acknowledge grade changes, then write the
-        states and publish each changed tier's aggregate once."""
+    async def handle_batch(self, batch: Sequence[Record]) -> None:
+        """Fold, dead-letter what failed, acknowledge grade changes, then write the states and
+        publish each changed tier's aggregate once."""
         runs: list[tuple[str, WindowEntry]] = []
         sources: list[Record] = []
         for record in batch:
@@ -85,21 +50,11 @@ class WindowsStage:
                 continue
             runs.append((key, entry))
             sources.append(record)
-        folded = fold_runs(runs, self._cached, self.settings)
-        for failure in folded.failures:
-            await self.outputs.reject(
-                sources[failure.index], processing_error(self.name, failure.error)
-            )
-        for bad in folded.quarantined:
-            key_bytes = bad.key.encode()
-            await self.outputs.quarantine(
-                self.table, self.table_name, self.changelog, key_bytes, bad.error
-            )
+        folded = fold_runs(runs, self.cached, self.settings)
+        await self.settle(folded, sources)
         pending: list[Awaitable[Any]] = []
         added: dict[str, int] = {}
         for key, steps in folded.steps.items():
-            if key not in folded.states:
-                self.cache.pop(key.encode(), None)  # its cached state may be ahead of the table
             for _, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
                     self.metrics.ignored.labels(reason=step.outcome.value).inc()
@@ -120,36 +75,11 @@ class WindowsStage:
             if key in folded.states:
                 self.metrics.run_age.observe(max(now_us - entry.completed_at_us, 0) / 1e6)
 
-    async def on_recover(self, owned: set[int]) -> int:
-        """Re-publish every owned tier's aggregate; quarantine a stored state that cannot be
-        loaded or aggregated, so that no key can keep the worker unready. Returns the count."""
-        self.drop_cache()
-        count = 0
-        for key_bytes, raw in list(self.table.items()):
-            if raw is None:
-                continue
-            try:
-                key = key_bytes.decode()
-                if partition_for(key, self.settings.partitions) not in owned:
-                    continue
-                aggregate = self.load(key, raw).aggregate(self.settings)
-            except Exception as exc:
-                await self.outputs.quarantine(
-                    self.table, self.table_name, self.changelog, key_bytes, exc
-                )
-                continue
-            await self.outputs.aggregate(aggregate)
-            count += 1
-        return count
+    def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
+        """A recovered tier re-publishes its aggregate."""
+        aggregate = state.aggregate(self.settings)
+        return lambda: self.outputs.aggregate(aggregate)
 
-    def on_revoked(self, lost: set[int]) -> None:
-        """Drop the gauges of every tier whose partition this worker no longer owns."""
-        self.drop_cache()
-        for key_bytes in list(self.table.keys()):
-            key = key_bytes.decode(errors="replace")
-            if partition_for(key, self.settings.partitions) in lost:
-                self.metrics.remove_tier(*split_tier_key(key))
-
-    def drop_cache(self) -> None:
-        """Forget the decoded states: the next batch reads the table."""
-        self.cache.clear()
+    def forget(self, key: str, raw: bytes) -> None:
+        """A lost tier's gauges go."""
+        self.metrics.remove_tier(*split_tier_key(key))

@@ -1,0 +1,123 @@
+"""What the two stateful stages share: a table-like mapping with a cache in front of it, the
+quarantine of stored states that cannot load, recovery that re-publishes the owned keys, and
+revoke clean-up. A subclass says how one batch is folded and what one stored key publishes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+from stream_app.core.ingest import processing_error
+from stream_app.core.keyed_batch import FoldedBatch
+from stream_app.service.exporter import Exporter
+from stream_app.service.outputs import Outputs, Record
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import Settings
+
+S = TypeVar("S")
+
+
+class TableStage(Generic[S]):
+    """A stage whose state lives in a table (and its changelog), decoded states cached."""
+
+    name: ClassVar[str]
+    table_name: ClassVar[str]
+
+    def __init__(
+        self,
+        table: MutableMapping[bytes, bytes],
+        changelog: str,
+        settings: Settings,
+        outputs: Outputs,
+        metrics: Exporter,
+    ) -> None:
+        self.table = table
+        self.changelog = changelog
+        self.settings = settings
+        self.outputs = outputs
+        self.metrics = metrics
+        self.cache: dict[bytes, S] = {}
+        """Decoded states of the keys this worker handles, so a batch does not re-read the table;
+        the table stays the truth: dropped on rebalance and whenever a batch fails."""
+
+    def load(self, key: str, raw: bytes) -> S:
+        """A stored state, checked: raising here quarantines the key."""
+        raise NotImplementedError
+
+    def cached(self, key: str) -> S | None:
+        """The key's state from the cache, else from the table, else None (no state yet)."""
+        key_bytes = key.encode()
+        state = self.cache.get(key_bytes)
+        if state is not None:
+            return state
+        raw = self.table.get(key_bytes)
+        return None if raw is None else self.load(key, raw)
+
+    async def handle(self, batch: Sequence[Record]) -> None:
+        """Process one batch; a failed batch drops the cache, which may be ahead of the table."""
+        try:
+            await self.handle_batch(batch)
+        except BaseException:
+            self.drop_cache()
+            raise
+
+    async def handle_batch(self, batch: Sequence[Record]) -> None:
+        """The subclass's batch."""
+        raise NotImplementedError
+
+    async def settle(
+        self, folded: FoldedBatch[str, S, Any, Any], sources: Sequence[Record]
+    ) -> None:
+        """Dead-letter a fold's failed events and quarantine its unreadable states; forget the
+        cached state of every key the fold touched but will not save (it may be ahead)."""
+        for failure in folded.failures:
+            await self.outputs.reject(
+                sources[failure.index], processing_error(self.name, failure.error)
+            )
+        for bad in folded.quarantined:
+            await self.quarantine(bad.key.encode(), bad.error)
+        for key in folded.steps:
+            if key not in folded.states:
+                self.cache.pop(key.encode(), None)
+
+    async def quarantine(self, key: bytes, error: Exception) -> None:
+        """Dead-letter a stored state that cannot be used, count it, and reset its key."""
+        await self.outputs.quarantine(self.table, self.table_name, self.changelog, key, error)
+
+    def republish(self, key: str, state: S) -> Callable[[], Awaitable[None]] | None:
+        """What recovery publishes for a stored key (None: nothing)."""
+        raise NotImplementedError
+
+    async def on_recover(self, owned: set[int]) -> int:
+        """Re-publish every owned key's output; quarantine a stored state that cannot be loaded,
+        so that no key can keep the worker unready. Returns how many keys were re-published."""
+        self.drop_cache()
+        count = 0
+        for key_bytes, raw in list(self.table.items()):
+            if raw is None or partition_for(key_bytes, self.settings.partitions) not in owned:
+                continue
+            try:
+                key = key_bytes.decode()
+                publish = self.republish(key, self.load(key, raw))
+            except Exception as exc:
+                await self.quarantine(key_bytes, exc)
+                continue
+            if publish is not None:
+                await publish()
+                count += 1
+        return count
+
+    def forget(self, key: str, raw: bytes) -> None:
+        """Drop the gauges of a key whose partition went to another worker."""
+        raise NotImplementedError
+
+    def on_revoked(self, lost: set[int]) -> None:
+        """Drop the cache and the gauges of every key in the lost partitions."""
+        self.drop_cache()
+        for key_bytes, raw in list(self.table.items()):
+            if raw is not None and partition_for(key_bytes, self.settings.partitions) in lost:
+                self.forget(key_bytes.decode(errors="replace"), raw)
+
+    def drop_cache(self) -> None:
+        """Forget the decoded states: the next batch reads the table."""
+        self.cache.clear()
