@@ -22,6 +22,9 @@ from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
 
 STATE_VERSION: Final = 1
+MAX_ROW_BYTES: Final = 1400
+"""The most one run takes in a stored window or an aggregate: a 200-character run id written
+as JSON (six bytes a character at worst, for control characters) and its numbers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ class TierState:
         return json.dumps(
             {"v": STATE_VERSION, "window": self.window.to_state(), "grade": self.last_full_grade},
             separators=(",", ":"),
+            ensure_ascii=False,  # a run id of emoji writes as 4 bytes a character, not 12
         ).encode()
 
     @classmethod
@@ -116,7 +120,10 @@ class TierState:
         rows, grade = data.get("window"), data.get("grade")
         if not isinstance(rows, list) or grade not in (None, *GRADES):
             raise ValueError("tier state has no window list or a bad grade")
-        window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
+        try:
+            window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
+        except OverflowError as exc:  # an integer too large for a float
+            raise ValueError(f"tier state row has a value out of range: {exc}") from None
         return cls(experiment_id, tier, window, grade)
 
 

@@ -121,18 +121,21 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
         )
         return result
 
-    outputs = Outputs(send, settings, metrics)
     windows_table = app.Table(WindowsStage.table_name, partitions=n, **TABLE)
     experiments_table = app.Table(CrossTierStage.table_name, partitions=n, **TABLE)
-    validate = ValidateStage(settings, outputs, metrics)
+    validate = ValidateStage(settings, Outputs(send, settings, metrics), metrics)
     windows = WindowsStage(
-        windows_table, windows_table.changelog_topic.get_topic_name(), settings, outputs, metrics
+        windows_table,
+        windows_table.changelog_topic.get_topic_name(),
+        settings,
+        Outputs(send, settings, metrics),
+        metrics,
     )
     cross_tier = CrossTierStage(
         experiments_table,
         experiments_table.changelog_topic.get_topic_name(),
         settings,
-        outputs,
+        Outputs(send, settings, metrics),
         metrics,
     )
     # Output topics are written through the producer directly (see `send`) and created by the
@@ -196,6 +199,7 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
     async def recovered() -> None:
         try:
             count = await stage.on_recover(owned_partitions(app, topic))
+            await stage.outputs.confirm()
         except Exception as exc:
             stop_fatally("recovery", exc)
         health.recovered.add(stage.table_name)

@@ -17,7 +17,7 @@ from faust.types import EventT, StreamT
 from stream_app.core.ingest import error_text
 from stream_app.service.exporter import Exporter
 from stream_app.service.kafka_compat import withhold_acks
-from stream_app.service.outputs import Record
+from stream_app.service.outputs import Outputs, Record
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,10 @@ class Stage(Protocol):
     @property
     def name(self) -> str:
         """The stage's label in metrics and logs."""
+
+    @property
+    def outputs(self) -> Outputs:
+        """Where it publishes: one `Outputs` per stage, whose unconfirmed sends are its own."""
 
     async def handle(self, batch: Sequence[Record]) -> None:
         """Process one batch; every event's own problem is handled (dead-lettered) inside."""
@@ -78,6 +82,7 @@ async def run_batches(
         started = time.perf_counter()
         try:
             await stage.handle(records_of(events))
+            await stage.outputs.confirm()  # a refused record fails the batch, before its commit
         except asyncio.CancelledError:
             withhold_acks(events)
             stage.drop_cache()

@@ -49,10 +49,28 @@ class Outputs:
     """The worker's output topics, the dead-letter topic and the gauges that mirror them."""
 
     def __init__(self, send: Send, settings: Settings, metrics: Exporter) -> None:
-        self.send = send
+        self._send = send
         self.settings = settings
         self.topics = settings.topics
         self.metrics = metrics
+        self.unconfirmed: list[Awaitable[Any]] = []
+        """Acknowledgements of this batch's sends, not yet awaited (see `confirm`)."""
+
+    async def send(
+        self, topic: str, key: bytes | None, value: bytes, partition: int | None
+    ) -> Awaitable[Any]:
+        """Send a record; its acknowledgement is kept for `confirm`."""
+        ack = await self._send(topic, key, value, partition)
+        self.unconfirmed.append(ack)
+        return ack
+
+    async def confirm(self) -> None:
+        """Wait until the broker acknowledged every record sent since the last call; raise if it
+        refused one. The batch runner calls it before a batch counts as done: Faust's own flush
+        before a commit waits for the records but does not fail on a refused one."""
+        acks, self.unconfirmed = self.unconfirmed, []
+        for ack in acks:
+            await ack
 
     async def forward_run(self, key: str, value: bytes) -> None:
         """An accepted run's metrics, re-keyed by tier for the windows stage."""

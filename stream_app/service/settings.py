@@ -28,11 +28,14 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP
+from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP, dead_letter_max_bytes
 from stream_app.core.config import ONE_MIB, CoreConfig
+from stream_app.core.tier_state import MAX_ROW_BYTES
 
 PRODUCER_MAX_REQUEST_BYTES: Final = 4 * ONE_MIB
 """The worker's producer request limit; every message it sends is far below it."""
+MESSAGE_OVERHEAD_BYTES: Final = 8 * 1024
+"""What a state or an aggregate takes besides its runs: names, statistics, pass@k."""
 
 
 class TopicNames(BaseModel):
@@ -110,6 +113,12 @@ class Settings(CoreConfig, BaseSettings):
         le=2 * ONE_MIB,
         description="Largest written payload of a dead letter; longer ones keep their start.",
     )
+    broker_max_message_bytes: int = Field(
+        default=1_000_000,
+        ge=64 * 1024,
+        le=PRODUCER_MAX_REQUEST_BYTES,
+        description="The largest message the brokers accept (Kafka: message.max.bytes).",
+    )
     security: KafkaSecurity = KafkaSecurity()
     tansu_bin: Path | None = Field(
         default=None, description="Tansu binary for `stream-app broker`."
@@ -122,6 +131,27 @@ class Settings(CoreConfig, BaseSettings):
         extra="forbid",
         frozen=True,
     )
+
+    @model_validator(mode="after")
+    def _messages_fit_the_broker(self) -> Self:
+        """Every message the worker writes must fit the broker, or it would stop on it for good:
+        a window's stored state and aggregate grow with `window_size`, a dead letter with its
+        cap."""
+        limit = self.broker_max_message_bytes
+        window = self.window_size * MAX_ROW_BYTES + MESSAGE_OVERHEAD_BYTES
+        if window > limit:
+            most = (limit - MESSAGE_OVERHEAD_BYTES) // MAX_ROW_BYTES
+            raise ValueError(
+                f"window_size {self.window_size} makes states and aggregates of up to {window} "
+                f"bytes, over broker_max_message_bytes {limit}: at most {most} runs"
+            )
+        if dead_letter_max_bytes(self.dead_letter_cap) > limit:
+            raise ValueError(
+                f"dead_letter_cap {self.dead_letter_cap} makes dead letters of up to "
+                f"{dead_letter_max_bytes(self.dead_letter_cap)} bytes, over "
+                f"broker_max_message_bytes {limit}"
+            )
+        return self
 
     @property
     def bootstrap_servers(self) -> list[str]:

@@ -188,3 +188,25 @@ def test_a_loaded_state_aggregates() -> None:
     assert TierState.from_json("e", "T1", 10, failed.to_json()).window.entries[0].cost_of_pass == (
         math.inf
     )
+
+
+def test_the_largest_run_fits_its_row_budget() -> None:
+    """MAX_ROW_BYTES bounds what a run takes in a stored state (the settings check the window
+    against the broker's message limit with it): a 200-character run id of the characters that
+    write longest, and the longest numbers."""
+    from stream_app.core.tier_state import MAX_ROW_BYTES
+
+    for char in ("\x01", "😀", '"'):
+        state = TierState.empty("e", "T1", 2)
+        long = entry(1)._replace(run_id=char * 200, cost_usd=1.2345678901234567e-300)
+        state.apply(long, CONFIG)
+        state.apply(entry(2)._replace(run_id=char * 199 + "x"), CONFIG)
+        empty = len(TierState.empty("e", "T1", 2).to_json())
+        assert (len(state.to_json()) - empty) / 2 <= MAX_ROW_BYTES, char
+
+
+def test_a_huge_integer_in_a_stored_state_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        TierState.from_json(
+            "e", "T1", 10, b'{"v":1,"window":[[1,"r",1' + b"0" * 400 + b',1,1,1,1,1]],"grade":null}'
+        )

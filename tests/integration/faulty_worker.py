@@ -3,7 +3,9 @@
 The worker, the broker and the processes are real; only these seams are patched, from the
 environment, before the worker starts:
 - `FAULT_FAIL_SEND_TOPIC`, `FAULT_FAIL_SEND_AFTER=N`: the N-th record the producer is asked to
-  send to that topic fails with a `KafkaError` (once), as a send the broker refused would.
+  send to that topic fails with a `KafkaError` (once): at once when `FAULT_FAIL_SEND_HOW=raise`
+  (a send the client refuses), or later, in its acknowledgement, when `...=ack` (a record the
+  broker refuses, or one that expired in the producer's buffer).
 - `FAULT_POISON_PREFIX=P`: the core raises `OverflowError` on runs whose id starts with
   `P-validate` (computing per-run metrics) and on any window holding a run whose id starts with
   `P-window` (aggregating it): a defect the contract did not exclude, on one event.
@@ -17,7 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def install_send_failure(topic: str, after: int) -> None:
+def install_send_failure(topic: str, after: int, how: str = "raise") -> None:
+    import asyncio
+
     import aiokafka
     from aiokafka.errors import KafkaError
 
@@ -29,7 +33,12 @@ def install_send_failure(topic: str, after: int) -> None:
         if to == topic:
             seen += 1
             if seen == after:
-                raise KafkaError(f"injected failure of send #{after} to {topic}")
+                error = KafkaError(f"injected failure of send #{after} to {topic}")
+                if how == "raise":
+                    raise error
+                refused: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                refused.set_exception(error)
+                return refused
         return await real(self, to, *args, **kwargs)
 
     aiokafka.AIOKafkaProducer.send = send  # type: ignore[method-assign]
@@ -59,7 +68,8 @@ def install_poison(prefix: str, patch: Callable[[Any, str, Any], None] = setattr
 def main() -> int:
     topic = os.environ.get("FAULT_FAIL_SEND_TOPIC")
     if topic:
-        install_send_failure(topic, int(os.environ["FAULT_FAIL_SEND_AFTER"]))
+        after = int(os.environ["FAULT_FAIL_SEND_AFTER"])
+        install_send_failure(topic, after, os.environ.get("FAULT_FAIL_SEND_HOW", "raise"))
     prefix = os.environ.get("FAULT_POISON_PREFIX")
     if prefix:
         install_poison(prefix)

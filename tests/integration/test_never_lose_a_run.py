@@ -292,9 +292,17 @@ def test_a_dead_letter_that_would_be_too_large_is_cut_and_the_batch_goes_on(
     worker.assert_alive()
 
 
-@pytest.mark.parametrize("topic", ["tier-aggregates", "evalstream-runs-by-tier"])
+@pytest.mark.parametrize(
+    ("topic", "how"),
+    [
+        ("tier-aggregates", "raise"),
+        ("evalstream-runs-by-tier", "raise"),
+        ("tier-aggregates", "ack"),  # refused by the broker after the send returned
+        ("run-completed.dlq", "ack"),
+    ],
+)
 def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothing(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, topic: str
+    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, topic: str, how: str
 ) -> None:
     settings = settings_for(broker)
     faulty = start(
@@ -304,17 +312,20 @@ def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothin
         "faulty",
         command=FAULTY,
         FAULT_FAIL_SEND_TOPIC=topic,
-        FAULT_FAIL_SEND_AFTER="5",
+        FAULT_FAIL_SEND_AFTER="5" if topic != "run-completed.dlq" else "1",
+        FAULT_FAIL_SEND_HOW=how,
     )
-    lines = SAMPLE
+    lines = [*SAMPLE[:100], b"not json", *SAMPLE[100:]]
     asyncio.run(_send(settings, [(None, v) for v in lines], partition=None))
     assert faulty.process is not None
     code = faulty.process.wait(60)
     assert code == 70, faulty.log()
     log = faulty.log()
     assert log.count("evalstream: stopping:") == 1
-    assert "injected failure of send #5" in log
+    assert "injected failure of send #" in log
     second = start(broker, workers, tmp_path, "second")
     wait_until(lambda: outputs_equal_replay(settings, lines), 90, what="outputs equal replay")
     assert_grade_change_chains(settings, lines)
+    letters = wait_until(lambda: dead_letters(settings), 30, what="the dead letter")
+    assert b"not json" in {payload_of(letter) for letter in letters}
     second.assert_alive()

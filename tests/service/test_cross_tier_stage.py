@@ -2,7 +2,7 @@
 
 import asyncio
 
-from stage_doubles import Table, records, samples, wiring
+from stage_doubles import Sends, Table, records, samples, wiring
 
 from helpers import SAMPLE_FILE
 from stream_app.core.replay import replay_lines
@@ -14,20 +14,20 @@ CHANGELOG = "evalstream-experiment-tiers-changelog"
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 
 
-def make_stage() -> tuple[CrossTierStage, Table]:
+def make_stage() -> tuple[CrossTierStage, Table, Sends]:
     config, sends, metrics, _ = wiring()
     table = Table(sends)
-    return CrossTierStage(table, CHANGELOG, config, Outputs(sends, config, metrics), metrics), table
+    stage = CrossTierStage(table, CHANGELOG, config, Outputs(sends, config, metrics), metrics)
+    return stage, table, sends
 
 
 def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() -> None:
-    stage, table = make_stage()
+    stage, table, sends = make_stage()
     config = stage.settings
     report = replay_lines(SAMPLE, config)
     aggregates = [a.model_dump_json().encode() for a in report.tiers]
     asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
-    sends = stage.outputs.send
-    sent = sends.to(config.topics.cross_tier)  # type: ignore[attr-defined]
+    sent = sends.to(config.topics.cross_tier)
     expected = [r.model_dump(mode="json") for r in report.cross_tier]
     assert sent == expected
     assert sorted(k for k, _ in table.writes) == sorted(
@@ -36,17 +36,16 @@ def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() ->
 
 
 def test_recovery_and_revoke_touch_only_their_partitions() -> None:
-    stage, _ = make_stage()
+    stage, _, sends = make_stage()
     config = stage.settings
     report = replay_lines(SAMPLE, config)
     aggregates = [a.model_dump_json().encode() for a in report.tiers]
     asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
-    sends = stage.outputs.send
-    sends.sent.clear()  # type: ignore[attr-defined]
+    sends.sent.clear()
     experiments = [r.experiment_id for r in report.cross_tier]
     owned = {partition_for(experiments[0], 4)}
     asyncio.run(stage.on_recover(owned))
-    republished = sends.keys(config.topics.cross_tier)  # type: ignore[attr-defined]
+    republished = sends.keys(config.topics.cross_tier)
     assert set(republished) == {e.encode() for e in experiments if partition_for(e, 4) in owned}
     stage.on_revoked(owned)
     left = {
@@ -58,14 +57,13 @@ def test_recovery_and_revoke_touch_only_their_partitions() -> None:
 
 
 def test_a_bad_state_is_quarantined_when_loaded() -> None:
-    stage, table = make_stage()
+    stage, table, sends = make_stage()
     config = stage.settings
     table[b"test-001"] = b'{"T0": "nope"}'
     aggregate = replay_lines(SAMPLE[:1], config).tiers[0]
     asyncio.run(
         stage.handle(records(config.topics.aggregates, [aggregate.model_dump_json().encode()]))
     )
-    sends = stage.outputs.send
-    [letter] = sends.to(config.topics.dead_letter)  # type: ignore[attr-defined]
+    [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
-    assert [r["tiers"] for r in sends.to(config.topics.cross_tier)] == [["T0"]]  # type: ignore[attr-defined]
+    assert [r["tiers"] for r in sends.to(config.topics.cross_tier)] == [["T0"]]

@@ -80,3 +80,16 @@ def test_bad_config_is_one_clear_error(
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings("/nonexistent/evalstream.yaml")
+
+
+def test_every_message_the_worker_writes_fits_the_broker() -> None:
+    from stream_app.core.tier_state import MAX_ROW_BYTES
+    from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
+
+    most = (1_000_000 - MESSAGE_OVERHEAD_BYTES) // MAX_ROW_BYTES
+    assert load_settings(window_size=most).window_size == most
+    with pytest.raises(ConfigError, match=f"at most {most} runs"):
+        load_settings(window_size=most + 1)
+    assert load_settings(window_size=most + 1, broker_max_message_bytes=4_000_000)
+    with pytest.raises(ConfigError, match="dead_letter_cap"):
+        load_settings(dead_letter_cap=1_000_000)

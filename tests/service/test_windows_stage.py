@@ -179,3 +179,30 @@ def test_a_bad_record_is_dead_lettered_with_the_bytes_the_stage_received() -> No
     assert letter["payload"] == '{"tier": 1}'
     assert sends.keys(config.topics.aggregates) == [b"exp/T1"]
     assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]
+
+
+def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
+    """The broker refusing a record after `send` returned (its acknowledgement fails) must fail
+    the batch before it counts as done: the batch runner confirms every send."""
+    sends = Sends(auto_ack=False)
+    stage, _, _ = stage_with(sends)
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1))))
+
+    async def refuse_then_confirm() -> None:
+        for ack in sends.acks:
+            ack.set_exception(ConnectionError("MessageSizeTooLarge"))
+        await stage.outputs.confirm()
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(refuse_then_confirm())
+    assert not stage.outputs.unconfirmed
+
+
+def test_run_age_and_accepted_count_only_the_runs_added() -> None:
+    stage, _, _ = stage_with()
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1), run(1), run(2))))  # one duplicate
+    m = samples(stage.metrics)
+    assert m[("evalstream_run_age_seconds_count", ())] == 2
+    assert m[("evalstream_runs_accepted_total", (("experiment", "exp"), ("tier", "T1")))] == 2

@@ -53,27 +53,27 @@ class WindowsStage(TableStage[TierState]):
         folded = fold_runs(runs, self.cached, self.settings)
         await self.settle(folded, sources)
         pending: list[Awaitable[Any]] = []
-        added: dict[str, int] = {}
+        added: dict[str, list[int]] = {}  # completed_at of each added run, per key
         for key, steps in folded.steps.items():
-            for _, step in steps:
+            for index, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
                     self.metrics.ignored.labels(reason=step.outcome.value).inc()
                     continue
-                added[key] = added.get(key, 0) + 1
+                added.setdefault(key, []).append(runs[index][1].completed_at_us)
                 if step.grade_change is not None:
                     pending.append(await self.outputs.grade_change(step.grade_change))
         if pending:
             await asyncio.gather(*pending)
+        now_us = to_epoch_us(datetime.now(UTC))
         for key, state in folded.states.items():
             key_bytes = key.encode()
             self.table[key_bytes] = state.to_json()
             self.cache[key_bytes] = state
-            self.metrics.accepted.labels(state.experiment_id, state.tier).inc(added.get(key, 0))
+            completed = added.get(key, [])
+            self.metrics.accepted.labels(state.experiment_id, state.tier).inc(len(completed))
+            for at_us in completed:
+                self.metrics.run_age.observe(max(now_us - at_us, 0) / 1e6)
             await self.outputs.aggregate(folded.results[key])
-        now_us = to_epoch_us(datetime.now(UTC))
-        for key, entry in runs:
-            if key in folded.states:
-                self.metrics.run_age.observe(max(now_us - entry.completed_at_us, 0) / 1e6)
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
         """A recovered tier re-publishes its aggregate."""
