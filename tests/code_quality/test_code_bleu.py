@@ -196,3 +196,39 @@ def test_same_result_whatever_the_hash_seed() -> None:
         )
         outputs.add(proc.stdout)
     assert len(outputs) == 1
+
+
+# Issue 9 review: inputs the contract accepts must not make CodeBLEU raise, hang, or depend on
+# how deep the caller's stack is (the worker's is deeper than replay's).
+@pytest.mark.parametrize(
+    "code",
+    ["x = a + (b + c)\n", "ok = a < b < c\n", "y = -(-a)\n", "z = not not a\n", "w = a*(b*c)\n"],
+)
+def test_operators_cpython_shares_between_nodes(code: str) -> None:
+    assert calculate_code_bleu(code, code).code_bleu == 1.0
+
+
+@pytest.mark.timeout(30)
+def test_deeply_nested_loops_cost_linear_work() -> None:
+    """Each loop was walked twice at every level: 2^depth (30 levels took days)."""
+    nested = "".join("    " * i + "while x:\n" for i in range(30)) + "    " * 30 + "x = x - 1\n"
+    result = calculate_code_bleu(nested, nested)
+    assert result.dataflow_match == 1.0
+
+
+@pytest.mark.timeout(60)
+def test_work_past_the_budget_is_an_undefined_dataflow() -> None:
+    """Thousands of branches defining one variable, then thousands of uses: quadratic."""
+    code = "if c:\n    x = 1\n" * 8000 + "y = x\n" * 8000
+    assert extract_dataflows(code) is None
+    assert calculate_code_bleu(code, code).dataflow_match is None
+
+
+def test_the_result_does_not_depend_on_the_callers_stack() -> None:
+    def at_depth(n: int, code: str, ref: str) -> object:
+        return calculate_code_bleu(code, ref) if n == 0 else at_depth(n - 1, code, ref)
+
+    for terms in (50, 99, 150, 1000):
+        code = "x = " + "+".join(["a"] * terms) + "\n"
+        ref = code + "y = x\n"
+        assert at_depth(0, code, ref) == at_depth(700, code, ref), terms

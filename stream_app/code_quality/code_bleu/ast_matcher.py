@@ -18,12 +18,19 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
+MAX_DEPTH = 100
+"""Deeper syntax trees count as not parsing. Code nested this deep is not real code, and the
+limit is explicit so that the result never depends on how much stack the caller has left."""
+
 
 def parse_python(code: str) -> ast.Module | None:
-    """The module without docstrings, or None when the code does not parse."""
+    """The module without docstrings, or None when the code does not parse or nests deeper
+    than `MAX_DEPTH`."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if depth(tree) > MAX_DEPTH:
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -36,6 +43,17 @@ def parse_python(code: str) -> ast.Module | None:
             ):
                 node.body = body[1:]
     return tree
+
+
+def depth(tree: ast.AST) -> int:
+    """The syntax tree's depth, measured without recursion."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _label(node: ast.AST) -> str:
@@ -68,13 +86,11 @@ def extract_subtrees(tree: ast.AST) -> Counter[str]:
             stack.append((node, True))
             stack.extend((c, False) for c in reversed(children))
             continue
-        label = _label(node)
-        if children:
-            text = f"({label} {' '.join(names.pop(id(c)) for c in children)})"
+        if children:  # a leaf is named by its label: CPython shares one `Add`, `Lt`… node
+            parts = " ".join(names.pop(id(c), "") or _label(c) for c in children)
+            text = f"({_label(node)} {parts})"
             counts[text] += 1
-        else:
-            text = label
-        names[id(node)] = text
+            names[id(node)] = text
     return counts
 
 

@@ -3,10 +3,16 @@
 The dataflow graph has one node per variable occurrence (identifiers, and literals where they feed
 an assignment) and two kinds of edges, as in the paper and its reference implementation:
 - `comesFrom`: a use of `x` comes from the occurrences of `x` that may have defined it last
-  (branches merge their states; loop bodies are walked twice to see loop-carried flows);
+  (branches merge their states; loop bodies are walked twice to see loop-carried flows, up to
+  `TWICE_WALKED_LOOPS` deep);
 - `computedFrom`: an assignment target is computed from the occurrences on the right-hand side.
 Occurrences without any edge are dropped, an occurrence's edges are merged, and variables are
 renamed `var_0, var_1, …` in order of appearance, so names do not matter, only the flow.
+
+The walk has a work budget (`WORK_BUDGET`, counted in visited nodes and copied positions, not
+in time, so it is the same everywhere): nested loops walked twice each grow as 2^depth, and many
+branches merging into one variable grow quadratically. Code that exceeds it has an undefined
+dataflow (None), like code that does not parse.
 
 Score: the clipped count of the reference's edges found in the candidate, divided by the
 reference's edge count. Parents are compared as sets (sorted), which makes the result independent
@@ -23,6 +29,13 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stream_app.code_quality.code_bleu.ast_matcher import parse_python
+
+WORK_BUDGET = 1_000_000
+"""Visited nodes plus copied positions allowed for one side's graph: the largest standard library
+modules (100-230 kB) take 200,000-550,000; about a second of work at most."""
+TWICE_WALKED_LOOPS = 3
+"""Loops nested up to this depth are walked twice (to see flows carried around them); deeper
+ones once, or nesting would cost 2^depth."""
 
 Pos = tuple[int, int]
 States = dict[str, list[Pos]]
@@ -117,12 +130,24 @@ def _tokens(node: ast.AST | None) -> list[_Token]:
     return out
 
 
+class _TooComplex(Exception):
+    """The graph would take more than `WORK_BUDGET`."""
+
+
 class _Builder:
     def __init__(self) -> None:
         self.items: list[_Item] = []
+        self.work = 0
+        self.loops = 0  # loops around the node being visited
+
+    def spend(self, units: int) -> None:
+        self.work += units
+        if self.work > WORK_BUDGET:
+            raise _TooComplex
 
     def use(self, token: _Token, states: States) -> States:
         if token.text in states:
+            self.spend(len(states[token.text]))
             self.items.append(
                 _Item(token.text, token.pos, "comesFrom", [token.text], list(states[token.text]))
             )
@@ -162,6 +187,7 @@ class _Builder:
         return states
 
     def visit(self, node: ast.AST, states: States) -> States:
+        self.spend(1)
         leaf = _leaf(node)
         if leaf is not None:
             return self.use(leaf, states)
@@ -176,18 +202,10 @@ class _Builder:
         elif isinstance(node, ast.NamedExpr):
             states = self.visit(node.value, states)
             states = self.assign(node.target, node.value, states)
-        elif isinstance(node, ast.For | ast.AsyncFor):
-            for _ in range(2):  # twice: the second pass sees flows carried around the loop
-                states = self.visit(node.iter, states)
-                states = self.assign(node.target, node.iter, states)
-                states = self.block(node.body, states)
-            states = self.block(node.orelse, states)
-        elif isinstance(node, ast.While):
-            for _ in range(2):
-                states = self.visit(node.test, states)
-                states = self.block(node.body, states)
-            states = self.block(node.orelse, states)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            states = self._loop(node, states)
         elif isinstance(node, ast.If):
+            self.spend(2 * sum(len(v) for v in states.values()))  # two copies and a merge
             after_body = self.block(node.body, self.visit(node.test, _copy(states)))
             after_else = self.block(node.orelse, _copy(states)) if node.orelse else states
             states = _merge(after_body, after_else)
@@ -208,6 +226,19 @@ class _Builder:
                     self.use(part, states) if isinstance(part, _Token) else self.visit(part, states)
                 )
         return states
+
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While, states: States) -> States:
+        """Twice (the second pass sees flows carried around the loop) unless nested deep."""
+        self.loops += 1
+        for _ in range(2 if self.loops <= TWICE_WALKED_LOOPS else 1):
+            if isinstance(node, ast.While):
+                states = self.visit(node.test, states)
+            else:
+                states = self.visit(node.iter, states)
+                states = self.assign(node.target, node.iter, states)
+            states = self.block(node.body, states)
+        self.loops -= 1
+        return self.block(node.orelse, states)
 
     def _parameters(self, args: ast.arguments, states: States) -> States:
         positional = args.posonlyargs + args.args
@@ -276,13 +307,13 @@ def _graph(tree: ast.Module) -> list[DataflowEdge]:
 
 def extract_dataflows(code: str) -> list[DataflowEdge] | None:
     """The normalized dataflow graph of Python code (edges in source order); None if it does not
-    parse. Deeply nested code that exhausts the recursion limit counts as not parsing."""
+    parse (or nests deeper than the parser's limit) or exceeds the work budget."""
     tree = parse_python(code)
     if tree is None:
         return None
     try:
         return _graph(tree)
-    except RecursionError:
+    except (_TooComplex, RecursionError):
         return None
 
 
