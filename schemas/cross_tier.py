@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from schemas.common import OUTPUT_MODEL_CONFIG
+from schemas.common import OUTPUT_MODEL_CONFIG, ExtendedFloat
 
 
 class CrossTierReport(BaseModel):
@@ -15,7 +15,7 @@ class CrossTierReport(BaseModel):
     experiment_id: str
     baseline_tier: str
     tiers: list[str] = Field(description="Tiers with an aggregate, in numeric order.")
-    tier_uplift: dict[str, float | None] = Field(
+    tier_uplift: dict[str, ExtendedFloat | None] = Field(
         description=(
             "(median composite - baseline's) / baseline's for every non-baseline tier; null when "
             "the baseline's median composite is 0; empty when the baseline has no aggregate yet."

@@ -21,15 +21,19 @@ CACHE_READ_MULTIPLIER: Final = 0.1
 _DATE_SUFFIX: Final = re.compile(r"[-@]\d{8}$")
 
 
+MAX_PRICE: Final = 1_000_000.0
+"""USD per 1M tokens, at most: with the contract's token bound every priced cost stays finite."""
+
+
 class ModelPrice(BaseModel):
     """USD per 1M tokens of one model."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input: float = Field(ge=0, allow_inf_nan=False)
-    output: float = Field(ge=0, allow_inf_nan=False)
-    cache_write: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    cache_read: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    input: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    output: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    cache_write: float | None = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    cache_read: float | None = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
 
     def cost_usd(self, tokens: TokenUsage) -> float:
         """(input·p_in + output·p_out + cache_creation·p_cw + cache_read·p_cr) / 1e6."""

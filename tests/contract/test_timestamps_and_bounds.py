@@ -66,6 +66,8 @@ def test_json_numbers_are_not_timestamps(number: float) -> None:
         "1970-01-01T00:30:00-01:00",
         "9998-12-31T23:59:59.999999Z",  # the last
         "9998-12-31T23:59:59+14:00",
+        "1969-12-31T23:59:59-00:01",  # 1970-01-01T00:00:59Z: the range is in UTC
+        "9999-01-01T00:30:00+01:00",  # 9998-12-31T23:30:00Z
     ],
 )
 def test_rfc3339_timestamps_in_range_are_accepted(stamp: str) -> None:

@@ -86,3 +86,20 @@ def test_custom_baseline() -> None:
         "e", {"T0": aggregate("T0", 0.4), "T1": aggregate("T1", 0.5)}, baseline_tier="T1"
     )
     assert report.tier_uplift == {"T0": pytest.approx(-0.2)}
+
+
+def test_an_infinite_uplift_is_written_as_the_schema_allows() -> None:
+    """A baseline that scores almost nothing makes an uplift past the float range: "Infinity"."""
+    import json
+
+    from schemas.export import JSON_DIR
+    from stream_app.metrics.cross_tier import TierMedians, cross_tier_report_from_medians
+
+    report = cross_tier_report_from_medians(
+        "e", {"T0": TierMedians(5e-324, 0, 1e-323, 1), "T1": TierMedians(0.9, 1, 0.8, 1)}
+    )
+    written = json.loads(report.model_dump_json())
+    assert written["tier_uplift"] == {"T1": "Infinity"}
+    schema = json.loads((JSON_DIR / "cross-tier-report.schema.json").read_text())
+    allowed = json.dumps(schema["properties"]["tier_uplift"])
+    assert "Infinity" in allowed

@@ -93,3 +93,9 @@ def test_every_message_the_worker_writes_fits_the_broker() -> None:
     assert load_settings(window_size=most + 1, broker_max_message_bytes=4_000_000)
     with pytest.raises(ConfigError, match="dead_letter_cap"):
         load_settings(dead_letter_cap=1_000_000)
+
+
+def test_prices_are_bounded_so_priced_costs_stay_finite() -> None:
+    with pytest.raises(ConfigError, match="pricing"):
+        load_settings(pricing={"m": {"input": 1e300, "output": 1}})
+    assert load_settings(pricing={"m": {"input": 1e6, "output": 1}})
