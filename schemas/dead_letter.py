@@ -127,4 +127,5 @@ def cap_key(key: bytes | None) -> bytes | None:
 
 
 def payload_digest(raw: bytes) -> str:
+    """The SHA-256 of the original bytes, so a dead letter identifies its payload even if cut."""
     return hashlib.sha256(raw).hexdigest()

@@ -42,6 +42,7 @@ def render() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m schemas.export [--check]`: write the JSON Schemas, or fail CI when stale."""
     parser = argparse.ArgumentParser(prog="python -m schemas.export", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is missing or stale")
     args = parser.parse_args(argv)

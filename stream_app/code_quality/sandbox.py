@@ -68,6 +68,8 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
+    """Caps on one sandboxed run, so untrusted code cannot exhaust the machine."""
+
     timeout_s: float = 5.0
     memory_mb: int = 512
     max_file_mb: int = 16
@@ -96,13 +98,15 @@ def _failure(kind: ResultKind, reason: str, base: SandboxResult) -> SandboxResul
 
 @dataclass(frozen=True)
 class SandboxStatus:
+    """Whether this machine can sandbox, and why not: shown to users instead of a traceback."""
+
     available: bool
     reason: str
     bwrap: str | None = None
 
 
 def find_bwrap() -> str | None:
-    """bwrap on PATH, else the one scripts/install-sandbox.sh unpacked into .tools/."""
+    """The bwrap to use: on PATH, else the one scripts/install-sandbox.sh put into .tools/."""
     found = shutil.which("bwrap")
     if found:
         return found
@@ -157,7 +161,7 @@ def _view() -> tuple[list[str], list[tuple[str, str]], list[str]]:
 def _bwrap_argv(
     bwrap: str, sources: list[str], limits: SandboxLimits, verdict_fd: int
 ) -> list[str]:
-    """bubblewrap's command line; `sources` are where to bind each of `_view()`'s paths from."""
+    """Bubblewrap's command line; `sources` are where to bind each of `_view()`'s paths from."""
     binds, links, hidden = _view()
     argv = [
         bwrap,

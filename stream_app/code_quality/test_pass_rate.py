@@ -11,6 +11,7 @@ from schemas.run_completed import TestCounts
 def calculate_test_pass_rate(
     passed: int, failed: int, errors: int = 0, skipped: int = 0
 ) -> float | None:
+    """The share of tests that passed, None when none ran (seed 004's formula)."""
     for name, value in (
         ("passed", passed),
         ("failed", failed),

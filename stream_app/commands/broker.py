@@ -45,6 +45,7 @@ def find_tansu(configured: Path | None = None) -> str:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, so processes we start on loopback do not collide."""
     with socket.socket() as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
@@ -52,6 +53,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_open(host: str, port: int) -> bool:
+    """Whether something accepts connections there: a port taken, or a server up."""
     try:
         with socket.create_connection((host, port), timeout=0.5):
             return True
@@ -81,6 +83,7 @@ class EmbeddedBroker:
 
     @property
     def address(self) -> str:
+        """Where the broker listens (`host:port`), to show users and connect directly."""
         return f"{self.host}:{self.port}"
 
     @property
@@ -89,6 +92,11 @@ class EmbeddedBroker:
         return f"kafka://{self.host}:{self.advertised_port}"
 
     def start(self, timeout: float = 15.0) -> EmbeddedBroker:
+        """Start Tansu and return once it listens, so callers can connect at once.
+
+        Raises:
+            BrokerError: the port is taken, Tansu exited, or it did not listen in time.
+        """
         if port_open(self.host, self.port):
             raise BrokerError(f"port {self.address} is already in use")
         listener = f"tcp://{self.address}"
@@ -125,6 +133,7 @@ class EmbeddedBroker:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the broker we started (see `stop_process`); a no-op when not running."""
         process, self.process = self.process, None
         if process is not None:
             stop_process(process, timeout)

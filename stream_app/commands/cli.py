@@ -152,6 +152,7 @@ def _cmd_pass_at_k(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `stream-app` command line, one sub-command per task, each with its handler."""
     parser = argparse.ArgumentParser(
         prog="stream-app",
         description="evalstream: streaming metrics for AI coding-agent evaluations.",
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `stream-app` entry point: errors a user can fix become one line and exit status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

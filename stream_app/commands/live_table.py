@@ -18,11 +18,14 @@ GRADE_COLOURS = {"A": "32", "B": "36", "C": "33", "D": "35", "F": "31"}
 
 @dataclass
 class LiveState:
+    """The latest output per key, so the table can be redrawn from scratch at every refresh."""
+
     aggregates: dict[tuple[str, str], TierAggregate] = field(default_factory=dict)
     reports: dict[str, CrossTierReport] = field(default_factory=dict)
     changes: list[tuple[float, GradeChange]] = field(default_factory=list)
 
     def add_change(self, change: GradeChange, now: float | None = None) -> None:
+        """Remember a grade change and when it arrived, to highlight it for a while."""
         self.changes.append((now if now is not None else time.monotonic(), change))
         del self.changes[:-50]
 
@@ -32,6 +35,7 @@ def _money(value: float) -> str:
 
 
 def render(state: LiveState, header: str, colour: bool, now: float | None = None) -> str:
+    """The live table as text: tiers with their grades, cross-tier uplift, recent changes."""
     now = now if now is not None else time.monotonic()
 
     def paint(text: str, code: str) -> str:

@@ -35,7 +35,7 @@ async def produce(
     progress: TextIO | None = sys.stderr,
     create_topics: bool = True,
 ) -> int:
-    """Send every non-blank line; returns how many were sent."""
+    """Feed the input topic (demo, tests, load): send every non-blank line; returns the count."""
     await wait_for_broker(settings)
     if create_topics:
         from stream_app.service.app import all_topics

@@ -37,6 +37,11 @@ def synthetic_events(
     drop: GradeDrop | None = None,
     prefix: str = "synthetic",
 ) -> Iterator[dict[str, Any]]:
+    """Plausible runs in any number, for load and for a grade drop we know is there.
+
+    Tiers improve with their level; from `drop.after` of the stream on, `drop`'s tier passes
+    far less often, so its grade falls.
+    """
     rnd = random.Random(seed)
     start = start or datetime.now(UTC)
     keys = [(f"{prefix}-{e + 1:02d}", tier) for e in range(experiments) for tier in TIERS]
@@ -86,5 +91,6 @@ def synthetic_events(
 
 
 def synthetic_lines(count: int, **kwargs: Any) -> Iterator[bytes]:
+    """`synthetic_events` as the compact JSON lines a producer sends."""
     for event in synthetic_events(count, **kwargs):
         yield json.dumps(event, separators=(",", ":")).encode()

@@ -18,6 +18,7 @@ class StartupError(Exception):
 
 
 def check_port_free(host: str, port: int) -> None:
+    """Fail with a fixable one-line error before Faust fails with a traceback on a taken port."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -31,6 +32,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 async def prepare(settings: Settings) -> None:
+    """Wait for the broker and create the topics, so the worker starts against a ready cluster."""
     from stream_app.service.app import all_topics
     from stream_app.service.kafka_client import ensure_topics, wait_for_broker
 
@@ -41,6 +43,7 @@ async def prepare(settings: Settings) -> None:
 
 
 def configure_logging(level: str) -> None:
+    """One log format with the PID, so the lines of several workers can be told apart."""
     logging.basicConfig(
         level=level.upper(),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
@@ -48,7 +51,8 @@ def configure_logging(level: str) -> None:
 
 
 def run_worker(settings: Settings) -> int:
-    """Blocks until the worker stops; returns its exit code."""
+    """`stream-app worker`: the streaming service itself; blocks until it stops, returns its exit
+    code."""
     configure_logging(settings.log_level)
     check_port_free(settings.web_bind, settings.web_port)
     loop = asyncio.new_event_loop()

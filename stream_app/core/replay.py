@@ -94,6 +94,7 @@ class Replay:
         return ordered
 
     def report(self) -> ReplayReport:
+        """The document `stream-app replay` prints: what the worker's outputs must converge to."""
         tiers = self.aggregates()
         by_experiment: dict[str, dict[str, TierAggregate]] = defaultdict(dict)
         for agg in tiers:

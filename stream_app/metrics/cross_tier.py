@@ -28,6 +28,7 @@ class TierMedians(NamedTuple):
 
     @classmethod
     def of(cls, aggregate: TierAggregate) -> TierMedians:
+        """The medians cross-tier compares, taken from a tier's aggregate."""
         return cls(
             aggregate.composite_score.median,
             aggregate.pass_rate.median,

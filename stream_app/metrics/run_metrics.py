@@ -50,7 +50,7 @@ def pass_rate(passed: bool) -> float:
 
 
 def cost_of_pass(cost_usd: float, rate: float) -> float:
-    """cost / pass_rate: what one pass costs; +inf when the run did not pass."""
+    """What one pass costs (cost / pass_rate); +inf when the run did not pass."""
     if rate == 0:
         return math.inf
     return cost_usd / rate

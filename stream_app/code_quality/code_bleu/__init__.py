@@ -1,4 +1,4 @@
-"""CodeBLEU (Ren et al. 2020, arXiv 2009.10297) for Python, on the standard library only:
+"""CodeBLEU (Ren et al. 2020, arXiv 2009.10297) for Python, on the standard library only.
 
     CodeBLEU = a·BLEU + b·BLEU_weighted + c·Match_ast + d·Match_df      (0.25 each by default)
 

@@ -97,6 +97,7 @@ def bleu(
 
 
 def keyword_weights(tokens: Sequence[str], language: str = "python") -> dict[str, float]:
+    """Per-token weights of the weighted BLEU: keywords count more than identifiers."""
     keywords = PYTHON_KEYWORDS if language == "python" else frozenset()
     return {t: KEYWORD_WEIGHT if t in keywords else OTHER_WEIGHT for t in set(tokens)}
 
