@@ -21,13 +21,13 @@ class Sends:
     future; `auto_ack=False` leaves them pending so a test can see what waits for the broker."""
 
     def __init__(self, auto_ack: bool = True) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes, int | None]] = []
+        self.sent: list[tuple[str, bytes | None, bytes | None, int | None]] = []
         self.acks: list[asyncio.Future[None]] = []
         self.auto_ack = auto_ack
         self.fail_on: str | None = None
 
     async def __call__(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None
     ) -> Awaitable[Any]:
         if topic == self.fail_on:
             raise ConnectionError(f"send to {topic} failed")
@@ -47,17 +47,21 @@ class Sends:
 
 
 class Table(dict[bytes, bytes]):
-    """A table that records every write, with how many sends were still unacknowledged."""
+    """A stage's table as a dict that records every write, with how many sends were still
+    unacknowledged at that moment."""
 
     def __init__(self, sends: Sends) -> None:
         super().__init__()
         self.sends = sends
         self.writes: list[tuple[bytes, int]] = []
 
-    def __setitem__(self, key: bytes, value: bytes) -> None:
+    async def put(self, key: bytes, value: bytes) -> None:
         pending = sum(1 for ack in self.sends.acks if not ack.done())
         self.writes.append((key, pending))
-        super().__setitem__(key, value)
+        self[key] = value
+
+    async def delete(self, key: bytes) -> None:
+        self.pop(key, None)
 
 
 def settings(**overrides: Any) -> Settings:

@@ -150,3 +150,43 @@ def consumer_lag(consumer: Any, topics: set[str]) -> dict[tuple[str, int], int]:
 def owned_partitions(app: Any, topic: str) -> set[int]:
     """The partitions of `topic` assigned to this worker as active (not standby)."""
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+
+
+class ChangelogTable:
+    """A Faust table whose changelog records go out through the stage's own confirmed sends.
+
+    Faust sends a table's changelog records from a background buffer and does not fail the
+    batch when the broker refuses one: the offsets are committed, and the state lost. Here the
+    value goes into the table's store directly (Faust's private `data`) and the record, the same
+    raw key and value Faust would write, to the key's partition of the changelog through
+    `Outputs.send`, so the batch runner confirms it like every other output. Faust's recovery
+    reads these records as its own."""
+
+    def __init__(self, table: Any, outputs: Any, partitions: int) -> None:
+        self.table = table
+        self.outputs = outputs
+        self.partitions = partitions
+        self.changelog: str = table.changelog_topic.get_topic_name()
+
+    def get(self, key: bytes) -> bytes | None:
+        """The stored value, or None."""
+        value: bytes | None = self.table.data.get(key)
+        return value
+
+    def items(self) -> Iterable[tuple[bytes, bytes | None]]:
+        """Every stored key and value."""
+        return list(self.table.data.items())
+
+    async def put(self, key: bytes, value: bytes) -> None:
+        """Store the value and send it to the changelog."""
+        from stream_app.service.partitioning import partition_for
+
+        self.table.data[key] = value
+        await self.outputs.send(self.changelog, key, value, partition_for(key, self.partitions))
+
+    async def delete(self, key: bytes) -> None:
+        """Remove the key and send its tombstone."""
+        from stream_app.service.partitioning import partition_for
+
+        self.table.data.pop(key, None)
+        await self.outputs.send(self.changelog, key, None, partition_for(key, self.partitions))

@@ -4,14 +4,14 @@ producer in the worker, a list in the unit tests) and the Prometheus exporter.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, cast
 
 from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import MessageOrigin, cap_key
 from schemas.grade_change import GradeChange
-from stream_app.core.ingest import Rejection, error_text, make_dead_letter, state_error
+from stream_app.core.ingest import Rejection, error_text, make_dead_letter
 from stream_app.core.keys import tier_key
 from stream_app.service.exporter import Exporter
 from stream_app.service.partitioning import partition_for
@@ -19,9 +19,9 @@ from stream_app.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, bytes | None, bytes, int | None], Awaitable[Awaitable[Any]]]
+Send = Callable[[str, bytes | None, bytes | None, int | None], Awaitable[Awaitable[Any]]]
 """Hand a record (topic, key, value, partition) to the producer; the awaitable it returns
-resolves when the broker acknowledged it."""
+resolves when the broker acknowledged it. A None value is a tombstone."""
 
 
 class Record(NamedTuple):
@@ -57,7 +57,7 @@ class Outputs:
         """Acknowledgements of this batch's sends, not yet awaited (see `confirm`)."""
 
     async def send(
-        self, topic: str, key: bytes | None, value: bytes, partition: int | None
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None
     ) -> Awaitable[Any]:
         """Send a record; its acknowledgement is kept for `confirm`."""
         ack = await self._send(topic, key, value, partition)
@@ -140,23 +140,3 @@ class Outputs:
             offset=record.offset,
             key=record.key,
         )
-
-    async def quarantine(
-        self,
-        table: MutableMapping[bytes, bytes],
-        table_name: str,
-        changelog: str,
-        key: bytes,
-        error: Exception,
-    ) -> None:
-        """A stored state that cannot be loaded: dead-letter its bytes, count it, reset the key
-        (a tombstone on the changelog), so that it can never wedge the worker again."""
-        raw = table.get(key)
-        await self.dead_letter(
-            raw if isinstance(raw, bytes) else b"",
-            state_error(table_name, error),
-            changelog,
-            key=key,
-        )
-        self.metrics.quarantined.labels(table=table_name).inc()
-        table.pop(key, None)

@@ -47,7 +47,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         await self.settle(folded, sources)
         for experiment_id, tiers in folded.states.items():
             key = experiment_id.encode()
-            self.table[key] = experiment_to_json(tiers)
+            await self.table.put(key, experiment_to_json(tiers))
             self.cache[key] = tiers
             await self.outputs.report(folded.results[experiment_id])
 

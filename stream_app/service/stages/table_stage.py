@@ -1,13 +1,13 @@
-"""What the two stateful stages share: a table-like mapping with a cache in front of it, the
-quarantine of stored states that cannot load, recovery that re-publishes the owned keys, and
-revoke clean-up. A subclass says how one batch is folded and what one stored key publishes."""
+"""What the two stateful stages share: a table with a cache in front of it, the quarantine of
+stored states that cannot load, recovery that re-publishes the owned keys, and revoke clean-up.
+A subclass says how one batch is folded and what one stored key publishes."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from stream_app.core.ingest import processing_error
+from stream_app.core.ingest import processing_error, state_error
 from stream_app.core.keyed_batch import FoldedBatch
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
@@ -15,6 +15,23 @@ from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
 
 S = TypeVar("S")
+
+
+class StateTable(Protocol):
+    """Where a stage keeps its states: read at once, written through a send that the batch
+    confirms (a Faust table and its changelog in the worker, a dict in the unit tests)."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The stored value, or None."""
+
+    def items(self) -> Iterable[tuple[bytes, bytes | None]]:
+        """Every stored key and value."""
+
+    async def put(self, key: bytes, value: bytes) -> None:
+        """Store a value (and send it to the changelog)."""
+
+    async def delete(self, key: bytes) -> None:
+        """Remove a key (and send its tombstone)."""
 
 
 class TableStage(Generic[S]):
@@ -25,7 +42,7 @@ class TableStage(Generic[S]):
 
     def __init__(
         self,
-        table: MutableMapping[bytes, bytes],
+        table: StateTable,
         changelog: str,
         settings: Settings,
         outputs: Outputs,
@@ -81,8 +98,17 @@ class TableStage(Generic[S]):
                 self.cache.pop(key.encode(), None)
 
     async def quarantine(self, key: bytes, error: Exception) -> None:
-        """Dead-letter a stored state that cannot be used, count it, and reset its key."""
-        await self.outputs.quarantine(self.table, self.table_name, self.changelog, key, error)
+        """Dead-letter a stored state that cannot be used, count it, and reset its key (a
+        tombstone on the changelog), so that it can never wedge the worker again."""
+        raw = self.table.get(key)
+        await self.outputs.dead_letter(
+            raw if isinstance(raw, bytes) else b"",
+            state_error(self.table_name, error),
+            self.changelog,
+            key=key,
+        )
+        self.metrics.quarantined.labels(table=self.table_name).inc()
+        await self.table.delete(key)
 
     def republish(self, key: str, state: S) -> Callable[[], Awaitable[None]] | None:
         """What recovery publishes for a stored key (None: nothing)."""

@@ -67,7 +67,7 @@ class WindowsStage(TableStage[TierState]):
         now_us = to_epoch_us(datetime.now(UTC))
         for key, state in folded.states.items():
             key_bytes = key.encode()
-            self.table[key_bytes] = state.to_json()
+            await self.table.put(key_bytes, state.to_json())
             self.cache[key_bytes] = state
             completed = added.get(key, [])
             self.metrics.accepted.labels(state.experiment_id, state.tier).inc(len(completed))
