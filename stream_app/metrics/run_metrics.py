@@ -21,8 +21,8 @@ class CompositeWeights(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    pass_rate: float = Field(default=0.5, ge=0, allow_inf_nan=False)
-    impl_rate: float = Field(default=0.5, ge=0, allow_inf_nan=False)
+    pass_rate: float = Field(default=0.5, ge=0, le=1e6, allow_inf_nan=False)
+    impl_rate: float = Field(default=0.5, ge=0, le=1e6, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _positive_total(self) -> Self:

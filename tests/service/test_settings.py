@@ -99,3 +99,8 @@ def test_prices_are_bounded_so_priced_costs_stay_finite() -> None:
     with pytest.raises(ConfigError, match="pricing"):
         load_settings(pricing={"m": {"input": 1e300, "output": 1}})
     assert load_settings(pricing={"m": {"input": 1e6, "output": 1}})
+
+
+def test_composite_weights_are_bounded() -> None:
+    with pytest.raises(ConfigError, match="composite_weights"):
+        load_settings(composite_weights={"pass_rate": 1e308, "impl_rate": 1e308})
