@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from stream_app.commands.broker import EmbeddedBroker, free_port  # noqa: E402
 from stream_app.commands.processes import stop_process  # noqa: E402
 from stream_app.commands.producer import produce  # noqa: E402
 from stream_app.commands.synthetic import synthetic_lines  # noqa: E402
+from stream_app.commands.worker_process import WorkerProcess, metric_total  # noqa: E402
 from stream_app.service.kafka_client import ensure_topics  # noqa: E402
 from stream_app.service.settings import load_settings  # noqa: E402
 
@@ -128,41 +128,29 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     stop_process(proc, timeout=30)
 
 
-class Worker:
-    def __init__(self, broker: EmbeddedBroker, workdir: Path) -> None:
-        self.port = free_port()
-        env = {
-            **os.environ,
-            "EVALSTREAM_BROKER_URL": broker.url,
-            "EVALSTREAM_PARTITIONS": str(PARTITIONS),
-            "EVALSTREAM_WEB_PORT": str(self.port),
-            "EVALSTREAM_APP_ID": "bench-worker",
-            "EVALSTREAM_DATA_DIR": str(workdir / "worker-data"),
-            "EVALSTREAM_LOG_LEVEL": "warning",
-        }
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "stream_app", "worker"],
-            env=env,
-            cwd=workdir,
-            stdout=(workdir / "worker.log").open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+class Worker(WorkerProcess):
+    """The evalstream worker under measurement, started at once, quiet, in its own group."""
 
-    def metric(self, name: str) -> float:
+    def __init__(self, broker: EmbeddedBroker, workdir: Path) -> None:
+        super().__init__(
+            workdir,
+            broker_url=broker.url,
+            partitions=PARTITIONS,
+            cwd=workdir,
+            env={"EVALSTREAM_APP_ID": "bench-worker", "EVALSTREAM_LOG_LEVEL": "warning"},
+        )
+        process = self.start().process
+        assert process is not None
+        self.proc: subprocess.Popen[bytes] = process
+
+    def metric(self, name: str, **labels: str) -> float:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-                body = r.read().decode()
+            return metric_total(self.metrics(), name, **labels)
         except OSError:
             return -1.0
-        return sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in body.splitlines()
-            if line.startswith(name + " ") or line.startswith(name + "{")
-        )
 
     def windowed(self) -> float:
-        return self.metric('evalstream_processing_seconds_count{stage="window"}')
+        return self.metric("evalstream_processing_seconds_count", stage="window")
 
     def wait_caught_up(self, timeout: float = 3600) -> None:
         """Every stage drained: the lag gauge (refreshed every 5 s) reads 0 twice in a row."""
@@ -450,7 +438,7 @@ def main() -> int:
                 processed += soak
             late_rss, peak = worker.rss_mib()
         finally:
-            stop(worker.proc)
+            worker.stop(timeout=30)
     for name, figures in (
         ("plain_consumer", plain),
         ("bare_faust", bare),

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -29,9 +26,9 @@ from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
 from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
 from stream_app.commands.live_table import LiveState, render
-from stream_app.commands.processes import stop_process
 from stream_app.commands.producer import produce
 from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
 
@@ -42,6 +39,8 @@ class DemoError(Exception):
 
 @dataclass(frozen=True)
 class DemoOptions:
+    """What the user chose on the `stream-app demo` command line."""
+
     synthetic: int | None = None  # None: the bundled real runs
     rate: float = 60.0
     duration: float | None = None
@@ -54,54 +53,25 @@ def bundled_runs() -> list[bytes]:
     return [line for line in data.splitlines() if line.strip()]
 
 
-class _WorkerProcess:
-    def __init__(self, settings: Settings, workdir: Path) -> None:
-        self.settings = settings
-        self.log_path = workdir / "worker.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        s = self.settings
-        env = {
-            **os.environ,
-            "EVALSTREAM_BROKER_URL": s.broker_url,
-            "EVALSTREAM_WEB_PORT": str(s.web_port),
-            "EVALSTREAM_WEB_BIND": s.web_bind,
-            "EVALSTREAM_PARTITIONS": str(s.partitions),
-            "EVALSTREAM_DATA_DIR": str(self.log_path.parent / "worker-data"),
-        }
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "stream_app", "worker"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def check_alive(self) -> None:
-        if self.process is not None and self.process.poll() is not None:
-            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            raise DemoError(
-                f"the worker exited with status {self.process.returncode}: " + " | ".join(tail)
-            )
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            stop_process(process)
-
-
-def _scrape(url: str, name: str) -> float | None:
+def _check_alive(worker: WorkerProcess) -> None:
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            for line in response.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
+        worker.check_alive()
+    except WorkerExited as exc:
+        raise DemoError(f"the {exc}") from None
+
+
+async def _wait_ready(worker: WorkerProcess) -> None:
+    try:
+        await worker.wait_ready_async(timeout=120)
+    except (WorkerExited, TimeoutError) as exc:
+        raise DemoError(f"the {exc}") from None
+
+
+def _received(worker: WorkerProcess) -> float | None:
+    try:
+        return metric_total(worker.metrics(timeout=1), "evalstream_runs_received_total")
     except OSError:
         return None
-    return None
 
 
 async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> None:
@@ -134,19 +104,7 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
         await consumer.stop()
 
 
-async def _wait_ready(worker: _WorkerProcess, ready_url: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        worker.check_alive()
-        with contextlib.suppress(OSError), urllib.request.urlopen(ready_url, timeout=1) as resp:
-            if resp.status == 200:
-                return
-        if time.monotonic() > deadline:
-            raise DemoError(f"the worker did not become ready within {timeout_s:.0f} s")
-        await asyncio.sleep(0.5)
-
-
-async def _run(settings: Settings, options: DemoOptions, worker: _WorkerProcess, note: str) -> None:
+async def _run(settings: Settings, options: DemoOptions, worker: WorkerProcess, note: str) -> None:
     metrics_url = f"http://{settings.web_bind}:{settings.web_port}/metrics"
     lines: Iterable[bytes]
     if options.synthetic:
@@ -168,7 +126,7 @@ async def _run(settings: Settings, options: DemoOptions, worker: _WorkerProcess,
     await ensure_topics(settings, all_topics(settings))
     worker.start()
     print("waiting for the worker to join the group…", flush=True)
-    await _wait_ready(worker, metrics_url.replace("/metrics", "/readyz"))
+    await _wait_ready(worker)
 
     state = LiveState()
     stop = asyncio.Event()
@@ -180,9 +138,9 @@ async def _run(settings: Settings, options: DemoOptions, worker: _WorkerProcess,
     last_plain = 0.0
     try:
         while True:
-            worker.check_alive()
+            _check_alive(worker)
             now = time.monotonic()
-            processed = _scrape(metrics_url, "evalstream_runs_received_total")
+            processed = _received(worker)
             done = producer.done()
             header = (
                 f"evalstream demo — {source}\n"
@@ -211,7 +169,8 @@ async def _run(settings: Settings, options: DemoOptions, worker: _WorkerProcess,
 
 
 def run_demo(settings: Settings, options: DemoOptions) -> int:
-    """Run until Ctrl-C or the duration; returns the exit code."""
+    """`stream-app demo`: show the whole pipeline working live on one machine, until Ctrl-C or
+    the duration; returns the exit code."""
     configured = "broker_url" in settings.model_fields_set
     workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
     broker: EmbeddedBroker | None = None
@@ -224,7 +183,13 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
         note = f"embedded broker {broker.address}"
     else:
         note = f"broker {settings.broker_url}"
-    worker = _WorkerProcess(settings, workdir)
+    worker = WorkerProcess(
+        workdir,
+        broker_url=settings.broker_url,
+        partitions=settings.partitions,
+        port=settings.web_port,
+        bind=settings.web_bind,
+    )
     loop = asyncio.new_event_loop()
     main = loop.create_task(_run(settings, options, worker, note))
 

@@ -7,22 +7,16 @@ import asyncio
 import itertools
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.commands.broker import BrokerError, EmbeddedBroker, find_tansu, free_port
-from stream_app.commands.processes import stop_process
+from stream_app.commands.broker import BrokerError, EmbeddedBroker, find_tansu
 from stream_app.commands.producer import produce
+from stream_app.commands.worker_process import WorkerExited, WorkerProcess
 from stream_app.core.replay import replay_lines
 from stream_app.service.kafka_client import last_by_key, read_topic
 from stream_app.service.settings import Settings, load_settings
@@ -57,8 +51,9 @@ def settings_for(broker: EmbeddedBroker, **overrides: Any) -> Settings:
     return load_settings(broker_url=broker.url, partitions=PARTITIONS, **overrides)
 
 
-class Worker:
-    """`python -m stream_app worker` as a user runs it, with its own web port and log file."""
+class Worker(WorkerProcess):
+    """The shared `WorkerProcess` on the test broker, with the tests' conveniences: failures are
+    assertion errors that show the worker's log."""
 
     def __init__(
         self,
@@ -68,76 +63,22 @@ class Worker:
         command: list[str] | None = None,
         **env: str,
     ) -> None:
-        self.command = command or [sys.executable, "-m", "stream_app", "worker"]
-        self.port = free_port()
-        self.name = name
-        self.log_path = workdir / f"{name}.log"
-        self.env = {
-            **os.environ,
-            "EVALSTREAM_BROKER_URL": broker.url,
-            "EVALSTREAM_PARTITIONS": str(PARTITIONS),
-            "EVALSTREAM_WEB_PORT": str(self.port),
-            "EVALSTREAM_DATA_DIR": str(workdir / f"{name}-data"),
-            **env,
-        }
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(
+            workdir, name, broker_url=broker.url, partitions=PARTITIONS, command=command, env=env
+        )
 
-    def start(self) -> Worker:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.command,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return self
-
-    def get(self, path: str) -> tuple[int, bytes]:
+    def check_alive(self) -> None:
+        assert self.process is not None, f"{self.name} was never started"
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except OSError:
-            return 0, b""
-
-    def ready(self) -> bool:
-        self.assert_alive()
-        return self.get("/readyz")[0] == 200
-
-    def wait_ready(self, timeout: float = 90) -> Worker:
-        wait_until(self.ready, timeout, what=f"{self.name} /readyz")
-        return self
+            super().check_alive()
+        except WorkerExited as exc:
+            raise AssertionError(f"{self.name} exited {exc.returncode}:\n{self.log()}") from None
 
     def assert_alive(self) -> None:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(f"{self.name} exited {self.process.returncode}:\n{self.log()}")
-
-    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        """`/metrics` parsed: (sample name, sorted labels) -> value."""
-        status, body = self.get("/metrics")
-        assert status == 200, status
-        out = {}
-        for family in text_string_to_metric_families(body.decode()):
-            for s in family.samples:
-                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-        return out
+        self.check_alive()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:] if self.log_path.exists() else ""
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> int | None:
-        if self.process is None:
-            return None
-        return stop_process(self.process)
 
 
 def produce_lines(settings: Settings, lines: Iterable[bytes], rate: float | None = None) -> int:
