@@ -6,10 +6,10 @@ Topology (topic names from `Settings.topics`):
       └─ agent `validate`: core validation and per-run metrics
            ├─ rejected → run-completed.dlq (DeadLetter with the original bytes)
            └─ accepted → evalstream-runs-by-tier (RunMetrics, key experiment/tier)
-                └─ agent `windows`: table `tier-windows` (TierState per key)
+                └─ agent `window`: table `tier-windows` (TierState per key)
                      ├─ tier-aggregates (TierAggregate, key experiment/tier,
                      │                   partitioned by experiment)
-                     │    └─ agent `cross-tier`: table `experiment-tiers`
+                     │    └─ agent `cross_tier`: table `experiment-tiers`
                      │         └─ cross-tier-reports (CrossTierReport, key experiment)
                      └─ grade-changes (GradeChange, key experiment/tier)
 
