@@ -108,12 +108,39 @@ def expected_outputs(
     return aggs, cross
 
 
-def outputs_equal_replay(settings: Settings, lines: list[bytes]) -> bool:
+class Mismatch:
+    """A falsy answer that says what differs (shown when a wait times out)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _differences(expected: dict[bytes, Any], got: dict[bytes, Any]) -> list[str]:
+    keys = sorted(k for k in expected.keys() | got.keys() if expected.get(k) != got.get(k))
+    out = []
+    for key in keys[:6]:
+        want, have = expected.get(key) or {}, got.get(key) or {}
+        out.append(
+            f"{key.decode()}: want {want.get('run_ids', want.get('tiers'))}, "
+            f"have {have.get('run_ids', have.get('tiers'))}"
+        )
+    return [f"{len(keys)} keys differ", *out] if keys else []
+
+
+def outputs_equal_replay(settings: Settings, lines: list[bytes]) -> bool | Mismatch:
+    """True when the latest aggregate and report of every key are replay's; else what differs."""
     aggs, cross = expected_outputs(settings, lines)
-    return (
-        latest(settings, settings.topics.aggregates) == aggs
-        and latest(settings, settings.topics.cross_tier) == cross
-    )
+    got_aggs = latest(settings, settings.topics.aggregates)
+    got_cross = latest(settings, settings.topics.cross_tier)
+    if got_aggs == aggs and got_cross == cross:
+        return True
+    return Mismatch("; ".join(_differences(aggs, got_aggs) + _differences(cross, got_cross)))
 
 
 def assert_grade_change_chains(
