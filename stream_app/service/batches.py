@@ -86,6 +86,11 @@ async def run_batches(
         except asyncio.CancelledError:
             withhold_acks(events)
             stage.drop_cache()
+            log.warning(
+                "%s: a batch of %d events was cancelled mid-way; withheld from the commit",
+                stage.name,
+                len(events),
+            )
             raise
         except Exception as exc:
             withhold_acks(events)

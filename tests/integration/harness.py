@@ -47,6 +47,18 @@ def wait_until(check: Callable[[], T], timeout: float, interval: float = 0.25, w
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}: {last!r}")
 
 
+def wait_out_dead_member(settings: Settings) -> None:
+    """Let the group forget a worker that died without leaving it (SIGKILL, exit 70).
+
+    The embedded broker keeps such a member until its session times out. A worker that joins
+    before then gets only its share of the partitions, the dead member the rest, and on the
+    embedded broker the rebalance that should follow the expiry was seen not to come (the new
+    worker then idles on its share; Apache Kafka rebalances when the session expires). Tests of
+    a restart start the replacement after the session timeout, as a supervisor's back-off would.
+    """
+    time.sleep(settings.session_timeout_s + 3)
+
+
 def settings_for(broker: EmbeddedBroker, **overrides: Any) -> Settings:
     return load_settings(broker_url=broker.url, partitions=PARTITIONS, **overrides)
 

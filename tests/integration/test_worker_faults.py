@@ -15,6 +15,7 @@ from harness import (
     outputs_equal_replay,
     produce_lines,
     settings_for,
+    wait_out_dead_member,
     wait_until,
 )
 from helpers import SAMPLE_FILE
@@ -51,6 +52,7 @@ def test_sigkill_mid_stream_then_restart_converges_to_replay(
             what="the first worker to be mid-stream",
         )
         first.kill()  # SIGKILL: no flush, no commit, no goodbye
+        wait_out_dead_member(settings)
         assert first.process is not None
         assert first.process.returncode == -9
         second = Worker(broker, tmp_path, "second").start()
