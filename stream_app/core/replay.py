@@ -88,10 +88,7 @@ class Replay:
     def aggregates(self) -> list[TierAggregate]:
         """Every tier's aggregate, by experiment then numeric tier."""
         self.flush()
-        ordered = sorted(
-            self.latest.values(), key=lambda a: (a.experiment_id, tier_sort_key(a.tier))
-        )
-        return ordered
+        return sorted(self.latest.values(), key=lambda a: (a.experiment_id, tier_sort_key(a.tier)))
 
     def report(self) -> ReplayReport:
         """The document `stream-app replay` prints: what the worker's outputs must converge to."""

@@ -101,17 +101,22 @@ def test_apply_is_atomic_when_the_grade_step_raises(monkeypatch: pytest.MonkeyPa
     assert state.to_json() == before
 
 
-def test_fold_runs_dead_letters_only_the_run_whose_aggregate_fails(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def poison_aggregate(monkeypatch: pytest.MonkeyPatch, run_id: str) -> None:
+    """Make aggregating any window that holds `run_id` raise, as a defect in the core would."""
     real = tier_state_module.TierState.aggregate
 
     def aggregate(self: TierState, config: CoreConfig) -> Any:
-        if any(e.run_id == "run-002" for e in self.window.entries):
+        if any(e.run_id == run_id for e in self.window.entries):
             raise OverflowError("poisoned")
         return real(self, config)
 
     monkeypatch.setattr(tier_state_module.TierState, "aggregate", aggregate)
+
+
+def test_fold_runs_dead_letters_only_the_run_whose_aggregate_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    poison_aggregate(monkeypatch, "run-002")
     runs = [("e/T1", entry(i)) for i in range(5)] + [("e/T2", entry(7))]
     out = fold_runs(runs, lambda _: None, CONFIG)
     assert [(f.index, type(f.error).__name__) for f in out.failures] == [(2, "OverflowError")]
@@ -128,14 +133,7 @@ def test_fold_runs_dead_letters_only_the_run_whose_aggregate_fails(
 def test_replay_rejects_the_poisoned_run_with_its_line_and_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = tier_state_module.TierState.aggregate
-
-    def aggregate(self: TierState, config: CoreConfig) -> Any:
-        if any(e.run_id == "poison" for e in self.window.entries):
-            raise OverflowError("poisoned")
-        return real(self, config)
-
-    monkeypatch.setattr(tier_state_module.TierState, "aggregate", aggregate)
+    poison_aggregate(monkeypatch, "poison")
     lines = [
         encode(make_event(run_id="a")),
         encode(make_event(run_id="poison", completed_at="2026-01-05T09:02:00Z")),
