@@ -38,6 +38,7 @@ from stream_app.service.kafka_client import client_kwargs, faust_credentials
 from stream_app.service.kafka_compat import (
     ChangelogTable,
     consumer_lag,
+    install_consumer_positions,
     install_fetch_highwaters,
     install_fetch_wait,
     owned_partitions,
@@ -107,6 +108,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     """Build the worker's Faust app for `settings`: compose the stages with Faust's parts."""
     install_fetch_highwaters(lambda: client_kwargs(settings))
     install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
+    install_consumer_positions()
     metrics = exporter or Exporter(__version__, settings.pass_at_k.k_values)
     topics, n = settings.topics, settings.partitions
     app = faust_app(settings)

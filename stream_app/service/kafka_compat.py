@@ -1,5 +1,5 @@
-"""Every access to Faust's and aiokafka's private parts, in one place: two fixes to Faust's aiokafka
-driver, installed by the app, and the few private attributes the worker reads.
+"""Every access to Faust's and aiokafka's private parts, in one place: three fixes to Faust's
+aiokafka driver, installed by the app, and the few private attributes the worker reads.
 
 High watermarks from fetch responses, for Faust's table recovery.
 
@@ -8,6 +8,9 @@ The embedded Tansu broker can answer ListOffsets with an offset *below* the part
 (seen: 234 for a partition holding 240 records), and Faust then stops recovery early and silently
 loses the last updates of a window. A Fetch response carries the true high watermark on every
 broker, so we take it from there. On Apache Kafka both answers agree, so the fix is always on.
+
+Honest stream positions (`install_consumer_positions`): a worker restarted before its first
+commit must not skip the records its consumer fetched during table recovery.
 
 A bounded fetch wait. Faust hard-codes `fetch_max_wait_ms=1500` for its consumer. A broker that
 holds a fetch for the whole wait when it has little data (the embedded one does) then adds up to
@@ -115,6 +118,47 @@ def _bounded(create: Callable[..., Any], max_wait_ms: int) -> Callable[..., Any]
     return create_consumer
 
 
+def install_consumer_positions() -> None:
+    """Make Faust's aiokafka driver keep the position of every stream partition honest.
+
+    Two holes, one loss: a worker restarted before its first commit skipped the runs its
+    consumer fetched during table recovery. (1) Faust hands its live set of active partitions
+    to a fetch that waits in the consumer thread; when recovery pauses the changelogs, the set
+    empties, and aiokafka reads an empty set as "every partition": it drains the stream
+    partitions too, and Faust drops those records as not active. (2) Faust's seek back to the
+    committed offsets (`perform_seek`, after recovery) moves nothing that has no committed
+    offset. The fix: fetch from a snapshot of the set (none when it is empty), and seek a
+    partition without a committed offset to where the reset policy says."""
+    from faust.transport.drivers import aiokafka as driver
+
+    thread_cls: Any = driver.AIOKafkaConsumerThread
+    if getattr(thread_cls, "_evalstream_positions", False):
+        return
+    fetch_records = thread_cls._fetch_records
+
+    async def _fetch_records(
+        self: Any, consumer: Any, active: Any, timeout: Any = None, max_records: Any = None
+    ) -> Any:
+        snapshot = None if active is None else frozenset(active)
+        if snapshot is not None and not snapshot:
+            return {}
+        return await fetch_records(self, consumer, snapshot, timeout, max_records)
+
+    async def seek_to_committed(self: Any) -> Mapping[Any, int | None]:
+        changelogs = set(self.app.tables.changelog_topics)
+        reset = self.app.conf.consumer_auto_offset_reset
+        return await self.call_thread(  # type: ignore[no-any-return]
+            seek_to_committed_or_reset,
+            self._ensure_consumer(),
+            reset,
+            lambda tp: tp.topic in changelogs,
+        )
+
+    thread_cls._fetch_records = _fetch_records
+    thread_cls.seek_to_committed = seek_to_committed
+    thread_cls._evalstream_positions = True
+
+
 def withhold_acks(events: Iterable[Any]) -> None:
     """Keep a batch's offsets from ever being committed by this process.
 
@@ -190,3 +234,26 @@ class ChangelogTable:
 
         self.table.data.pop(key, None)
         await self.outputs.send(self.changelog, key, None, partition_for(key, self.partitions))
+
+
+async def seek_to_committed_or_reset(
+    consumer: AIOKafkaConsumer, reset: str, skip: Callable[[TopicPartition], bool]
+) -> dict[TopicPartition, int | None]:
+    """Seek each assigned partition to its committed offset, one without any to where the reset
+    policy (`earliest` or `latest`) puts it; returns the committed offsets (None: none).
+
+    aiokafka's `seek_to_committed` moves only partitions committed past 0 and leaves the others
+    where the fetcher left them. Faust may have fetched records there that it then dropped (a
+    partition paused while the fetch was in flight), so a worker restarted before its first
+    commit would skip them. `skip` names partitions whose position is not ours to set (table
+    changelogs, which the recovery seeks itself)."""
+    committed: dict[TopicPartition, int | None] = await consumer.seek_to_committed()
+    never = [tp for tp, offset in committed.items() if offset is None and not skip(tp)]
+    for tp, offset in committed.items():
+        if offset == 0 and not skip(tp):
+            consumer.seek(tp, 0)
+    if never and reset == "latest":
+        await consumer.seek_to_end(*never)
+    elif never:
+        await consumer.seek_to_beginning(*never)
+    return committed

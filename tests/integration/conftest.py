@@ -1,12 +1,24 @@
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import Worker, require_tansu
 from stream_app.commands.broker import EmbeddedBroker
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    """Keep each phase's report on the test item, so fixtures can tell a failed test."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
 
 
 @pytest.fixture
@@ -17,9 +29,39 @@ def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 
 
 @pytest.fixture
-def workers(tmp_path: Path) -> Iterator[list[Worker]]:
-    """Workers a test starts; all stopped afterwards, their logs shown when the test failed."""
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Worker]]:
+    """Workers a test starts; all stopped afterwards. When the test failed, each live worker
+    first dumps its tasks' stacks into its log (SIGUSR1) and its metrics are printed."""
     started: list[Worker] = []
     yield started
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        for w in started:
+            diagnose(w)
     for w in started:
         w.stop()
+
+
+WATCHED = (
+    "evalstream_runs_received",
+    "evalstream_runs_rejected",
+    "evalstream_consumer_lag",
+    "evalstream_processing_seconds_count",
+)
+
+
+def diagnose(worker: Worker) -> None:
+    """Print what a live worker was doing: its counters and the stacks of its tasks."""
+    if worker.process is None or worker.process.poll() is not None:
+        return
+    try:
+        samples = worker.metrics()
+    except OSError as exc:
+        samples = {}
+        print(f"{worker.name}: no metrics ({exc})")
+    for (name, labels), value in sorted(samples.items()):
+        if name.startswith(WATCHED) and not name.endswith("_created"):
+            print(f"{worker.name}: {name}{dict(labels)} = {value}")
+    os.kill(worker.process.pid, signal.SIGUSR1)  # mode's worker logs every task's stack
+    time.sleep(2)
+    print(f"{worker.name} log: {worker.log_path}")
