@@ -1,6 +1,6 @@
 """`seek_to_committed_or_reset` against the embedded broker and a real aiokafka consumer.
 
-With the snapshot of active partitions (`tests/service/test_kafka_compat.py`) it closes one
+With the snapshot of active partitions (`tests/service/test_fetch_snapshot.py`) it closes one
 hole: a worker restarted before its first commit skipped the runs its consumer had fetched
 during table recovery (Faust drained them, then dropped them as paused, and nothing rewound the
 position because there was no committed offset to rewind to)."""
