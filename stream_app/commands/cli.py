@@ -57,18 +57,19 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     from stream_app.commands.broker import EmbeddedBroker
 
-    settings = load_settings(args.config)
-    broker = EmbeddedBroker(port=args.port, binary=settings.tansu_bin).start()
-    print(f"Tansu broker listening on {broker.address} (memory storage)", flush=True)
-    print(f"  export EVALSTREAM_BROKER_URL={broker.url}", flush=True)
-    print("Ctrl-C stops it.", flush=True)
     stop = {"signal": 0}
 
     def _stop(signum: int, _frame: object) -> None:
         stop["signal"] = signum
 
+    # Before the first line is printed: a Ctrl-C right after it must stop the broker cleanly.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    settings = load_settings(args.config)
+    broker = EmbeddedBroker(port=args.port, binary=settings.tansu_bin).start()
+    print(f"Tansu broker listening on {broker.address} (memory storage)", flush=True)
+    print(f"  export EVALSTREAM_BROKER_URL={broker.url}", flush=True)
+    print("Ctrl-C stops it.", flush=True)
     try:
         while not stop["signal"]:
             if broker.process is None or broker.process.poll() is not None:
