@@ -11,6 +11,7 @@ from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import DeadLetter, MessageOrigin
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
+from schemas.run_bundle import RunBundle, bundle_runs
 from schemas.run_completed import (
     CodeSample,
     Judgment,
@@ -36,6 +37,7 @@ __all__ = [
     "RejectReason",
     "ReplayRejection",
     "ReplayReport",
+    "RunBundle",
     "RunCompleted",
     "RunMetrics",
     "SemanticClosenessMetrics",
@@ -44,5 +46,6 @@ __all__ = [
     "TierAggregate",
     "TierName",
     "TokenUsage",
+    "bundle_runs",
     "tier_sort_key",
 ]

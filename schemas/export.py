@@ -18,6 +18,7 @@ JSON_DIR: Final = Path(__file__).parent / "json"
 MESSAGES: Final[dict[str, tuple[type[BaseModel], Literal["validation", "serialization"]]]] = {
     "run-completed": (schemas.RunCompleted, "validation"),
     "run-metrics": (schemas.RunMetrics, "serialization"),
+    "run-bundle": (schemas.RunBundle, "serialization"),
     "tier-aggregate": (schemas.TierAggregate, "serialization"),
     "cross-tier-report": (schemas.CrossTierReport, "serialization"),
     "grade-change": (schemas.GradeChange, "serialization"),

@@ -36,8 +36,9 @@ class Stage(Protocol):
     def outputs(self) -> Outputs:
         """Where it publishes: one `Outputs` per stage, whose unconfirmed sends are its own."""
 
-    async def handle(self, batch: Sequence[Record]) -> None:
-        """Process one batch; every event's own problem is handled (dead-lettered) inside."""
+    async def handle(self, batch: Sequence[Record]) -> int:
+        """Process one batch; every event's own problem is handled (dead-lettered) inside.
+        Returns the number of events it held (a bundle of runs counts its runs)."""
 
     def drop_cache(self) -> None:
         """Forget decoded state that may be ahead of the table."""
@@ -81,7 +82,7 @@ async def run_batches(
     async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
         started = time.perf_counter()
         try:
-            await stage.handle(records_of(events))
+            handled = await stage.handle(records_of(events))
             await stage.outputs.confirm()  # a refused record fails the batch, before its commit
         except asyncio.CancelledError:
             withhold_acks(events)
@@ -95,6 +96,6 @@ async def run_batches(
         except Exception as exc:
             withhold_acks(events)
             stop_fatally(stage.name, exc)
-        per_event = (time.perf_counter() - started) / max(len(events), 1)
-        for _ in range(len(events)):  # the batch's time spread over its events
+        per_event = (time.perf_counter() - started) / max(handled, 1)
+        for _ in range(handled):  # the batch's time spread over its events
             histogram.observe(per_event)

@@ -11,11 +11,12 @@ from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import MessageOrigin, cap_key
 from schemas.grade_change import GradeChange
+from schemas.run_bundle import bundle_runs
 from stream_app.core.ingest import Rejection, error_text, make_dead_letter
 from stream_app.core.keys import tier_key
 from stream_app.service.exporter import Exporter
 from stream_app.service.partitioning import partition_for
-from stream_app.service.settings import Settings
+from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +73,13 @@ class Outputs:
         for ack in acks:
             await ack
 
-    async def forward_run(self, key: str, value: bytes) -> None:
-        """An accepted run's metrics, re-keyed by tier for the windows stage."""
-        partition = partition_for(key, self.settings.partitions)
-        await self.send(self.topics.runs_by_tier, key.encode(), value, partition)
+    async def forward_runs(self, partition: int, runs: list[bytes]) -> None:
+        """Accepted runs' metrics (`RunMetrics` JSON) for one partition of the re-keyed topic,
+        in as few bundles as fit the broker's message limit."""
+        limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        key = f"partition-{partition}".encode()
+        for bundle in bundle_runs(runs, limit):
+            await self.send(self.topics.runs_by_tier, key, bundle, partition)
 
     async def grade_change(self, change: GradeChange) -> Awaitable[Any]:
         """Send a grade change; the caller awaits the result before writing the state."""

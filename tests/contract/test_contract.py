@@ -183,6 +183,7 @@ def test_exported_json_schemas_are_current() -> None:
     assert set(render()) == {
         "run-completed.schema.json",
         "run-metrics.schema.json",
+        "run-bundle.schema.json",
         "tier-aggregate.schema.json",
         "cross-tier-report.schema.json",
         "grade-change.schema.json",

@@ -313,7 +313,10 @@ def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothin
         "faulty",
         command=FAULTY,
         FAULT_FAIL_SEND_TOPIC=topic,
-        FAULT_FAIL_SEND_AFTER="5" if topic != "run-completed.dlq" else "1",
+        # runs-by-tier carries a bundle per partition per batch: a batch sends at most four
+        FAULT_FAIL_SEND_AFTER={"tier-aggregates": "5", "evalstream-runs-by-tier": "2"}.get(
+            topic, "1"
+        ),
         FAULT_FAIL_SEND_HOW=how,
     )
     lines = [*SAMPLE[:100], b"not json", *SAMPLE[100:]]

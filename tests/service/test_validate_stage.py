@@ -6,6 +6,9 @@ import json
 from stage_doubles import records, samples, wiring
 
 from helpers import encode, make_event
+from schemas.run_bundle import RunBundle
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 from stream_app.service.stages.validate import ValidateStage
 
 
@@ -19,9 +22,9 @@ def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
     )
     asyncio.run(stage.handle(batch))
 
-    forwarded = sends.to(config.topics.runs_by_tier)
-    assert [r["run_id"] for r in forwarded] == ["a", "b"]
-    assert sends.keys(config.topics.runs_by_tier) == [b"exp/T0", b"exp/T2"]
+    bundles = sends.to(config.topics.runs_by_tier)
+    assert sorted(r["run_id"] for b in bundles for r in b["runs"]) == ["a", "b"]
+    assert all(RunBundle.model_validate(b) for b in bundles)
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "invalid_json"
     assert letter["payload"] == "not json"
@@ -38,14 +41,34 @@ def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
     assert m[("evalstream_runs_rejected_total", (("reason", "invalid_json"),))] == 1
 
 
-def test_forwarded_runs_land_on_the_partition_of_their_tier() -> None:
-    from stream_app.service.partitioning import partition_for
-
+def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_tiers_in_input_order() -> None:
     config, sends, metrics, outputs = wiring()
     stage = ValidateStage(config, outputs, metrics)
-    events = [encode(make_event(run_id=f"r{i}", tier=f"T{i}")) for i in range(7)]
+    events = [encode(make_event(run_id=f"r{i}", tier=f"T{i % 7}")) for i in range(70)]
     asyncio.run(stage.handle(records(config.topics.input, events)))
+    partitions = [p for t, _, _, p in sends.sent if t == config.topics.runs_by_tier]
+    assert len(partitions) == len(set(partitions))  # one record per partition
+    seen = []
     for _, key, value, partition in sends.sent:
-        assert key is not None
-        assert partition == partition_for(key, config.partitions)
-        assert json.loads(value)["tier"] == key.decode().split("/")[1]
+        assert key == f"partition-{partition}".encode()
+        runs = json.loads(value)["runs"]
+        for r in runs:
+            assert partition_for(f"exp/{r['tier']}", config.partitions) == partition
+        order = [int(r["run_id"][1:]) for r in runs]
+        assert order == sorted(order)
+        seen += order
+    assert sorted(seen) == list(range(70))
+
+
+def test_bundles_stay_below_the_broker_message_limit() -> None:
+    config, sends, metrics, outputs = wiring(
+        broker_max_message_bytes=64 * 1024, dead_letter_cap=16 * 1024
+    )
+    stage = ValidateStage(config, outputs, metrics)
+    events = [encode(make_event(run_id=f"r{i:04d}", tier="T1")) for i in range(1000)]
+    asyncio.run(stage.handle(records(config.topics.input, events)))
+    values = [v for t, _, v, _ in sends.sent if t == config.topics.runs_by_tier]
+    assert len(values) > 1
+    assert all(v is not None and len(v) <= 64 * 1024 - MESSAGE_OVERHEAD_BYTES for v in values)
+    runs = [r["run_id"] for v in values for r in json.loads(v)["runs"]]  # type: ignore[arg-type]
+    assert runs == [f"r{i:04d}" for i in range(1000)]

@@ -8,6 +8,7 @@ import pytest
 from stage_doubles import Sends, Table, records, samples, wiring
 
 from helpers import encode, make_event
+from schemas.run_bundle import bundle_runs
 from stream_app.core.ingest import evaluate_run
 from stream_app.core.replay import replay_lines
 from stream_app.core.tier_state import TierState
@@ -19,13 +20,15 @@ from stream_app.service.stages.windows import WindowsStage
 CHANGELOG = "evalstream-tier-windows-changelog"
 
 
+def metrics_json(config: Settings, event: dict[str, Any]) -> bytes:
+    metrics = evaluate_run(encode(event), config)
+    assert not hasattr(metrics, "reason"), metrics
+    return metrics.model_dump_json().encode()  # type: ignore[union-attr]
+
+
 def forwarded(config: Settings, *events: dict[str, Any]) -> list[Record]:
-    """Runs as the validate stage forwards them: their RunMetrics JSON."""
-    values = []
-    for event in events:
-        metrics = evaluate_run(encode(event), config)
-        assert not hasattr(metrics, "reason"), metrics
-        values.append(metrics.model_dump_json().encode())  # type: ignore[union-attr]
+    """Runs as the validate stage forwards them, a bundle of one run per message."""
+    values = [bundle_runs([metrics_json(config, e)], 1 << 20)[0] for e in events]
     return records(config.topics.runs_by_tier, values)
 
 
@@ -206,3 +209,46 @@ def test_run_age_and_accepted_count_only_the_runs_added() -> None:
     m = samples(stage.metrics)
     assert m[("evalstream_run_age_seconds_count", ())] == 2
     assert m[("evalstream_runs_accepted_total", (("experiment", "exp"), ("tier", "T1")))] == 2
+
+
+def test_a_bundle_of_many_runs_is_folded_like_the_same_runs_one_by_one() -> None:
+    one_by_one, sends_a, _ = stage_with()
+    bundled, sends_b, _ = stage_with()
+    config = one_by_one.settings
+    events = [run(n, tier=f"T{n % 3}") for n in range(1, 25)]
+    asyncio.run(one_by_one.handle(forwarded(config, *events)))
+    bundle = bundle_runs([metrics_json(config, e) for e in events], 1 << 20)
+    handled = asyncio.run(bundled.handle(records(config.topics.runs_by_tier, bundle)))
+    assert handled == len(events)  # the runs, for the per-event processing histogram
+    assert bundled.table == one_by_one.table
+    assert sends_b.to(config.topics.aggregates)[-3:] == sends_a.to(config.topics.aggregates)[-3:]
+
+
+def test_a_bare_run_from_a_worker_before_bundles_is_still_read() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    bare = records(config.topics.runs_by_tier, [metrics_json(config, run(1))])
+    asyncio.run(stage.handle(bare))
+    assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]
+
+
+def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    good = [metrics_json(config, run(n)) for n in (1, 2)]
+    bundle = bundle_runs([good[0], b'{"tier": 1}', good[1]], 1 << 20)
+    asyncio.run(stage.handle(records(config.topics.runs_by_tier, bundle, key=b"partition-0")))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "processing_error"
+    assert json.loads(letter["payload"]) == {"tier": 1}
+    assert letter["origin"]["key"] == "partition-0"
+    assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001", "exp/T1/002"]
+
+
+@pytest.mark.parametrize("value", [b'{"v": 1, "runs": 7}', b"[1, 2]", b"\xff"])
+def test_a_message_that_is_no_bundle_is_one_dead_letter(value: bytes) -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    asyncio.run(stage.handle(records(config.topics.runs_by_tier, [value])))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "processing_error"

@@ -30,7 +30,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         """A stored experiment state, checked field by field."""
         return experiment_from_json(raw)
 
-    async def handle_batch(self, batch: Sequence[Record]) -> None:
+    async def handle_batch(self, batch: Sequence[Record]) -> int:
         """Fold, dead-letter what failed, write and report each changed experiment once."""
         items: list[tuple[str, tuple[str, TierMedians]]] = []
         sources: list[Record] = []
@@ -44,12 +44,13 @@ class CrossTierStage(TableStage[ExperimentTiers]):
                 continue
             sources.append(record)
         folded = fold_aggregates(items, self.cached, self.settings.baseline_tier)
-        await self.settle(folded, sources)
+        await self.settle(folded, sources.__getitem__)
         for experiment_id, tiers in folded.states.items():
             key = experiment_id.encode()
             await self.table.put(key, experiment_to_json(tiers))
             self.cache[key] = tiers
             await self.outputs.report(folded.results[experiment_id])
+        return len(batch)
 
     def republish(self, key: str, state: ExperimentTiers) -> Callable[[], Awaitable[None]] | None:
         """A recovered experiment re-publishes its report (an empty one has none)."""

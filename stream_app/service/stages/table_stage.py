@@ -70,26 +70,28 @@ class TableStage(Generic[S]):
         raw = self.table.get(key_bytes)
         return None if raw is None else self.load(key, raw)
 
-    async def handle(self, batch: Sequence[Record]) -> None:
-        """Process one batch; a failed batch drops the cache, which may be ahead of the table."""
+    async def handle(self, batch: Sequence[Record]) -> int:
+        """Process one batch; a failed batch drops the cache, which may be ahead of the table.
+        Returns the number of events it held."""
         try:
-            await self.handle_batch(batch)
+            return await self.handle_batch(batch)
         except BaseException:
             self.drop_cache()
             raise
 
-    async def handle_batch(self, batch: Sequence[Record]) -> None:
-        """The subclass's batch."""
+    async def handle_batch(self, batch: Sequence[Record]) -> int:
+        """The subclass's batch; returns the number of events it held."""
         raise NotImplementedError
 
     async def settle(
-        self, folded: FoldedBatch[str, S, Any, Any], sources: Sequence[Record]
+        self, folded: FoldedBatch[str, S, Any, Any], source: Callable[[int], Record]
     ) -> None:
-        """Dead-letter a fold's failed events and quarantine its unreadable states; forget the
-        cached state of every key the fold touched but will not save (it may be ahead)."""
+        """Dead-letter a fold's failed events (`source` gives the message of the fold's i-th
+        event) and quarantine its unreadable states; forget the cached state of every key the
+        fold touched but will not save (it may be ahead)."""
         for failure in folded.failures:
             await self.outputs.reject(
-                sources[failure.index], processing_error(self.name, failure.error)
+                source(failure.index), processing_error(self.name, failure.error)
             )
         for bad in folded.quarantined:
             await self.quarantine(bad.key.encode(), bad.error)

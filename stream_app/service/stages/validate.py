@@ -1,4 +1,5 @@
-"""The first hop: raw input messages to accepted runs (re-keyed by tier) or dead letters."""
+"""The first hop: raw input messages to accepted runs (re-keyed by tier, bundled per target
+partition) or dead letters."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import tier_key
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
+from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
 
 
@@ -22,9 +24,12 @@ class ValidateStage:
         self.outputs = outputs
         self.metrics = metrics
 
-    async def handle(self, batch: Sequence[Record]) -> None:
-        """One batch; an event's problem is its own dead letter, never the batch's."""
+    async def handle(self, batch: Sequence[Record]) -> int:
+        """One batch; an event's problem is its own dead letter, never the batch's. The accepted
+        runs go out as one bundle per target partition (`schemas.run_bundle`), in input order."""
         self.metrics.received.inc(len(batch))
+        by_partition: dict[int, list[bytes]] = {}
+        partitions = self.settings.partitions
         for record in batch:
             result = evaluate_run(record.value, self.settings)  # never raises
             if not isinstance(result, Rejection):
@@ -34,9 +39,12 @@ class ValidateStage:
                 except Exception as exc:
                     result = processing_error(self.name, exc)
                 else:
-                    await self.outputs.forward_run(key, value)
+                    by_partition.setdefault(partition_for(key, partitions), []).append(value)
                     continue
             await self.outputs.reject(record, result)
+        for partition, runs in sorted(by_partition.items()):
+            await self.outputs.forward_runs(partition, runs)
+        return len(batch)
 
     def drop_cache(self) -> None:
         """Nothing cached: validation is stateless."""

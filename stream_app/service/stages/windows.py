@@ -21,6 +21,24 @@ from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import TableStage
 
 
+def runs_of(value: bytes) -> tuple[list[Any], bool]:
+    """The runs of a message of the re-keyed topic and whether it was a bundle: a `RunBundle`,
+    or one bare `RunMetrics` (as workers before bundles wrote them; an upgrade reads both)."""
+    decoded = json.loads(value)
+    if isinstance(decoded, dict) and "runs" in decoded:
+        runs = decoded["runs"]
+        if not isinstance(runs, list):
+            raise TypeError(f"a bundle's runs must be a list, not {type(runs).__name__}")
+        return runs, True
+    return [decoded], False
+
+
+def run_record(record: Record, run: Any, bundled: bool) -> Record:
+    """One run as a message of its own, for its dead letter: a bundle's run keeps the bundle's
+    position and key, with its own JSON as the payload."""
+    return record._replace(value=json.dumps(run).encode()) if bundled else record
+
+
 class WindowsStage(TableStage[TierState]):
     """Folds each batch of runs into the tier windows of the table, once per key per batch."""
 
@@ -35,23 +53,33 @@ class WindowsStage(TableStage[TierState]):
         state.aggregate(self.settings)
         return state
 
-    async def handle_batch(self, batch: Sequence[Record]) -> None:
+    async def handle_batch(self, batch: Sequence[Record]) -> int:
         """Fold, dead-letter what failed, acknowledge grade changes, then write the states and
         publish each changed tier's aggregate once."""
         runs: list[tuple[str, WindowEntry]] = []
-        sources: list[Record] = []
+        sources: list[tuple[Record, Any, bool]] = []  # each run's message, run, bundled
+        events = 0  # runs, and messages that held none we could read
         for record in batch:
             try:
-                run = json.loads(record.value)
-                key = tier_key(run["experiment_id"], run["tier"])
-                entry = WindowEntry.from_run(run)
+                items, bundled = runs_of(record.value)
             except Exception as exc:
+                events += 1
                 await self.outputs.reject(record, processing_error(self.name, exc))
                 continue
-            runs.append((key, entry))
-            sources.append(record)
+            events += len(items)
+            for run in items:
+                try:
+                    key = tier_key(run["experiment_id"], run["tier"])
+                    entry = WindowEntry.from_run(run)
+                except Exception as exc:
+                    await self.outputs.reject(
+                        run_record(record, run, bundled), processing_error(self.name, exc)
+                    )
+                    continue
+                runs.append((key, entry))
+                sources.append((record, run, bundled))
         folded = fold_runs(runs, self.cached, self.settings)
-        await self.settle(folded, sources)
+        await self.settle(folded, lambda i: run_record(*sources[i]))
         pending: list[Awaitable[Any]] = []
         added: dict[str, list[int]] = {}  # completed_at of each added run, per key
         for key, steps in folded.steps.items():
@@ -74,6 +102,7 @@ class WindowsStage(TableStage[TierState]):
             for at_us in completed:
                 self.metrics.run_age.observe(max(now_us - at_us, 0) / 1e6)
             await self.outputs.aggregate(folded.results[key])
+        return events
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
         """A recovered tier re-publishes its aggregate."""
