@@ -71,7 +71,7 @@ def settings(**overrides: Any) -> Settings:
 def wiring(**overrides: Any) -> tuple[Settings, Sends, Exporter, Outputs]:
     config = settings(**overrides)
     sends = Sends()
-    metrics = Exporter(__version__, config.pass_at_k.k_values)
+    metrics = Exporter(__version__)
     return config, sends, metrics, Outputs(sends, config, metrics)
 
 

@@ -4,11 +4,9 @@ same tier twice."""
 
 from __future__ import annotations
 
-import contextlib
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Any, Final, get_args
+from typing import Final, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,26 +16,14 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 
-from schemas.aggregates import Statistics, TierAggregate
+from schemas.aggregates import TierAggregate
 from schemas.common import RejectReason
 from schemas.cross_tier import CrossTierReport
-from stream_app.metrics.grades import grade_points
+from stream_app.service.aggregate_collector import AggregateCollector
 
-STATS: Final = ("median", "mean", "mode", "min", "max", "std_dev")
 REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
-TIER_STAT_GAUGES: Final = {
-    "pass_rate": "evalstream_tier_pass_rate",
-    "impl_rate": "evalstream_tier_impl_rate",
-    "composite_score": "evalstream_tier_composite_score",
-    "cost_usd": "evalstream_tier_cost_usd",
-    "duration_seconds": "evalstream_tier_duration_seconds",
-    "cost_of_pass": "evalstream_tier_cost_of_pass_usd",
-}
-OPTIONAL_STAT_GAUGES: Final = {
-    "code_bleu": "evalstream_tier_code_bleu",
-    "test_pass_rate": "evalstream_tier_test_pass_rate",
-}
 CONTENT_TYPE: Final = (
     CONTENT_TYPE_LATEST.split(";", 1)[0] + "; version=0.0.4"
 )  # aiohttp: no charset
@@ -46,51 +32,12 @@ CONTENT_TYPE: Final = (
 class Exporter:
     """The Prometheus metrics of one worker, in a registry of its own (not the global one)."""
 
-    def __init__(self, version: str, k_values: Iterable[int] = (1, 5, 10)) -> None:
+    def __init__(self, version: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._tier_cache: dict[tuple[str, str], dict[str, Any]] = {}
-        self._optional_present: set[tuple[str, str, str]] = set()
-        self.k_values = tuple(str(k) for k in k_values)
         gauge = partial(Gauge, registry=self.registry)
         counter = partial(Counter, registry=self.registry)
-        tier, exp = ["experiment", "tier"], ["experiment"]
-        self.stat_gauges = {
-            field: gauge(name, f"{field} statistics over the tier's window", [*tier, "stat"])
-            for field, name in TIER_STAT_GAUGES.items()
-        }
-        self.optional_stat_gauges = {
-            field: gauge(
-                name, f"{field} statistics over the window's runs that have it", [*tier, "stat"]
-            )
-            for field, name in OPTIONAL_STAT_GAUGES.items()
-        }
-        self.grade_points = gauge(
-            "evalstream_tier_grade_points", "Grade of the window: A=4 B=3 C=2 D=1 F=0", tier
-        )
-        self.window_runs = gauge("evalstream_tier_window_runs", "Runs in the tier's window", tier)
-        self.window_capacity = gauge(
-            "evalstream_tier_window_capacity", "Capacity of the tier's window", tier
-        )
-        self.pass_at_k = gauge(
-            "evalstream_tier_pass_at_k", "Unbiased pass@k over the window", [*tier, "k"]
-        )
-        self.uplift = gauge(
-            "evalstream_tier_uplift_ratio",
-            "(median composite - baseline's) / baseline's; absent when undefined",
-            tier,
-        )
-        self.pass_rate_variance = gauge(
-            "evalstream_experiment_pass_rate_variance", "Variance of tier median pass rates", exp
-        )
-        self.impl_rate_variance = gauge(
-            "evalstream_experiment_impl_rate_variance", "Variance of tier median impl rates", exp
-        )
-        self.cost_variance = gauge(
-            "evalstream_experiment_cost_variance", "Variance of tier median costs", exp
-        )
-        self.cost_delta = gauge(
-            "evalstream_experiment_cost_delta_usd", "Max - min of tier median costs", exp
-        )
+        tier = ["experiment", "tier"]
+        self.aggregates = AggregateCollector()  # rendered by `render`, beside the registry
         self.received = counter("evalstream_runs_received", "Messages read from the input topic")
         self.accepted = counter(
             "evalstream_runs_accepted", "Runs that entered a window whose new state was saved", tier
@@ -152,92 +99,28 @@ class Exporter:
         for table in tables:
             self.quarantined.labels(table=table)
 
-    def _tier_children(self, labels: tuple[str, str]) -> dict[str, Any]:
-        """The labelled gauges of one tier, looked up once: `labels()` validates its arguments
-        on every call, which made gauge updates the worker's hottest path."""
-        children = self._tier_cache.get(labels)
-        if children is None:
-            children = {
-                f"{field}:{stat}": gauge.labels(*labels, stat)
-                for field, gauge in self.stat_gauges.items()
-                for stat in STATS
-            }
-            children["grade"] = self.grade_points.labels(*labels)
-            children["runs"] = self.window_runs.labels(*labels)
-            children["capacity"] = self.window_capacity.labels(*labels)
-            self._tier_cache[labels] = children
-        return children
-
     def set_tier(self, agg: TierAggregate) -> None:
-        """Mirror a tier's latest aggregate in its gauges."""
-        labels = (agg.experiment_id, agg.tier)
-        children = self._tier_children(labels)
-        for field in self.stat_gauges:
-            stats: Statistics = getattr(agg, field)
-            for stat in STATS:
-                children[f"{field}:{stat}"].set(getattr(stats, stat))
-        for field, gauge in self.optional_stat_gauges.items():
-            optional: Statistics | None = getattr(agg, field)
-            present = (field, *labels)
-            if optional is not None:
-                for stat in STATS:
-                    gauge.labels(*labels, stat).set(getattr(optional, stat))
-                self._optional_present.add(present)
-            elif present in self._optional_present:  # removing is costly: only what was set
-                for stat in STATS:
-                    _remove(gauge, *labels, stat)
-                self._optional_present.discard(present)
-        children["grade"].set(grade_points(agg.grade))
-        children["runs"].set(agg.runs)
-        children["capacity"].set(agg.capacity)
-        for k, value in agg.pass_at_k.items():
-            self.pass_at_k.labels(*labels, k).set(value)
+        """Mirror a tier's latest aggregate in its gauges (built at scrape time)."""
+        self.aggregates.tiers[(agg.experiment_id, agg.tier)] = agg
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
         """Drop a tier's series: another worker owns it now."""
-        labels = (experiment_id, tier)
-        self._tier_cache.pop(labels, None)
-        for field in self.optional_stat_gauges:
-            self._optional_present.discard((field, *labels))
-        for gauge in [*self.stat_gauges.values(), *self.optional_stat_gauges.values()]:
-            for stat in STATS:
-                _remove(gauge, *labels, stat)
-        for gauge in (self.grade_points, self.window_runs, self.window_capacity):
-            _remove(gauge, *labels)
-        for k in self.k_values:
-            _remove(self.pass_at_k, *labels, k)
+        self.aggregates.tiers.pop((experiment_id, tier), None)
 
     def set_experiment(self, report: CrossTierReport) -> None:
         """Mirror an experiment's latest cross-tier report in its gauges."""
-        exp = report.experiment_id
-        self.pass_rate_variance.labels(exp).set(report.pass_rate_variance)
-        self.impl_rate_variance.labels(exp).set(report.impl_rate_variance)
-        self.cost_variance.labels(exp).set(report.cost_variance)
-        self.cost_delta.labels(exp).set(report.cost_delta)
-        for tier in report.tiers:
-            uplift = report.tier_uplift.get(tier)
-            if uplift is None or not math.isfinite(uplift):
-                _remove(self.uplift, exp, tier)
-            else:
-                self.uplift.labels(exp, tier).set(uplift)
+        self.aggregates.experiments[report.experiment_id] = report
 
     def remove_experiment(self, experiment_id: str, tiers: Iterable[str]) -> None:
         """Drop an experiment's series: another worker owns it now."""
-        for gauge in (
-            self.pass_rate_variance,
-            self.impl_rate_variance,
-            self.cost_variance,
-            self.cost_delta,
-        ):
-            _remove(gauge, experiment_id)
-        for tier in tiers:
-            _remove(self.uplift, experiment_id, tier)
+        self.aggregates.experiments.pop(experiment_id, None)
+
+    def families(self) -> Iterator[Metric]:
+        """Every metric family `/metrics` can carry (the aggregates' without samples)."""
+        yield from self.registry.collect()
+        yield from self.aggregates.describe()
 
     def render(self) -> bytes:
-        """The text exposition format, for `/metrics`."""
-        return generate_latest(self.registry)
-
-
-def _remove(gauge: Gauge, *labels: str) -> None:
-    with contextlib.suppress(KeyError):
-        gauge.remove(*labels)
+        """The text exposition format, for `/metrics`: slow on a big worker, so `web.py` runs it
+        on a thread."""
+        return generate_latest(self.registry) + self.aggregates.render()

@@ -3,6 +3,7 @@ and recovered), so that probes and scrapers need nothing but HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,7 +30,10 @@ def install_pages(app: faust.App, health: Health, metrics: Exporter) -> None:
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
-        return web.bytes(metrics.render(), content_type=CONTENT_TYPE)
+        # On a thread: a big worker's page takes tens of milliseconds to write, which the event
+        # loop (and `/healthz`) must not wait for.
+        body = await asyncio.get_running_loop().run_in_executor(None, metrics.render)
+        return web.bytes(body, content_type=CONTENT_TYPE)
 
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:

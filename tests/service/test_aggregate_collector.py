@@ -1,0 +1,74 @@
+"""The aggregate gauges, built at scrape time from the latest aggregate and report per key."""
+
+import math
+
+from stage_doubles import samples
+
+from helpers import encode, make_event
+from schemas import CrossTierReport, TierAggregate
+from stream_app import __version__
+from stream_app.core.replay import replay_lines
+from stream_app.service.exporter import Exporter
+from stream_app.service.settings import load_settings
+
+
+def replayed(n_tiers: int) -> tuple[list[TierAggregate], list[CrossTierReport]]:
+    lines = [
+        encode(make_event(run_id=f"{t}-{i}", experiment_id="exp", tier=f"T{t}"))
+        for t in range(n_tiers)
+        for i in range(3)
+    ]
+    report = replay_lines(lines, load_settings())
+    return report.tiers, report.cross_tier
+
+
+def series(metrics: Exporter, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: v for (n, labels), v in samples(metrics).items() if n == name}
+
+
+def test_a_tier_has_its_statistics_grade_window_and_pass_at_k() -> None:
+    metrics = Exporter(__version__)
+    [agg, *_] = replayed(1)[0]
+    metrics.set_tier(agg)
+    labels = (("experiment", "exp"), ("stat", "median"), ("tier", "T0"))
+    assert series(metrics, "evalstream_tier_pass_rate")[labels] == agg.pass_rate.median
+    tier = (("experiment", "exp"), ("tier", "T0"))
+    assert series(metrics, "evalstream_tier_window_runs") == {tier: 3}
+    assert series(metrics, "evalstream_tier_grade_points")[tier] in (0, 1, 2, 3, 4)
+    assert set(series(metrics, "evalstream_tier_pass_at_k")) == {
+        (*tier[:1], ("k", k), *tier[1:]) for k in agg.pass_at_k
+    }
+
+
+def test_a_removed_tier_and_experiment_leave_no_series() -> None:
+    metrics = Exporter(__version__)
+    tiers, [report] = replayed(2)
+    for agg in tiers:
+        metrics.set_tier(agg)
+    metrics.set_experiment(report)
+    metrics.remove_tier("exp", "T0")
+    metrics.remove_experiment("exp", report.tiers)
+    names = {n for (n, labels) in samples(metrics) if ("tier", "T0") in labels}
+    assert not {n for n in names if n.startswith("evalstream_tier_")}
+    assert not series(metrics, "evalstream_experiment_cost_delta_usd")
+    assert series(metrics, "evalstream_tier_window_runs")  # T1 is still there
+
+
+def test_uplift_is_absent_where_undefined_and_present_where_finite() -> None:
+    metrics = Exporter(__version__)
+    _, [report] = replayed(3)
+    metrics.set_experiment(report.model_copy(update={"tier_uplift": {"T1": math.inf, "T2": 0.5}}))
+    uplift = series(metrics, "evalstream_tier_uplift_ratio")
+    assert uplift == {(("experiment", "exp"), ("tier", "T2")): 0.5}
+
+
+def test_a_thousand_experiments_of_seven_tiers_all_render() -> None:
+    """Every tier of 1,000 experiments is rendered (the benchmark prints how fast)."""
+    metrics = Exporter(__version__)
+    [agg] = replayed(1)[0]
+    for e in range(1000):
+        for t in range(7):
+            metrics.set_tier(agg.model_copy(update={"experiment_id": f"e{e}", "tier": f"T{t}"}))
+    text = metrics.render()
+    assert text.count(b'evalstream_tier_window_runs{experiment="e999"') == 7
+    assert text.count(b"evalstream_tier_window_runs{") == 7000
