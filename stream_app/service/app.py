@@ -39,11 +39,13 @@ from stream_app.service.kafka_compat import (
     ChangelogTable,
     consumer_lag,
     install_consumer_positions,
+    install_eager_delivery,
     install_fetch_highwaters,
     install_fetch_wait,
     owned_partitions,
 )
 from stream_app.service.outputs import Outputs
+from stream_app.service.quiet_monitor import QuietMonitor
 from stream_app.service.settings import PRODUCER_MAX_REQUEST_BYTES, Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.table_stage import TableStage
@@ -101,6 +103,7 @@ def faust_app(settings: Settings) -> faust.App:
         web_host=settings.web_bind,
         web_port=settings.web_port,
         web_transport="tcp://",
+        Monitor=QuietMonitor,
     )
 
 
@@ -109,7 +112,8 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     install_fetch_highwaters(lambda: client_kwargs(settings))
     install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
     install_consumer_positions()
-    metrics = exporter or Exporter(__version__, settings.pass_at_k.k_values)
+    install_eager_delivery()
+    metrics = exporter or Exporter(__version__)
     topics, n = settings.topics, settings.partitions
     app = faust_app(settings)
 
