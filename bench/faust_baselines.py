@@ -77,7 +77,7 @@ def main() -> None:
     else:
         # Re-keyed by tier so that the table is co-partitioned (as any correct version must be).
         by_tier = app.topic(
-            f"{args.topic}-naive-by-tier",
+            f"{args.topic}-naive-by-tier-{os.getpid()}",  # each run its own
             key_type=str,
             value_type=bytes,
             value_serializer="raw",

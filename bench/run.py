@@ -1,15 +1,22 @@
-"""evalstream benchmark: one command, one pre-produced topic, four consumers measured in turn.
+"""evalstream benchmark: one command, one pre-produced topic, five consumers in interleaved rounds.
 
-    .venv/bin/python bench/run.py [--events 200000] [--soak-events 1000000]   (or: make bench)
+    .venv/bin/python bench/run.py [--events 100000] [--rounds 3] [--only NAMES] [--soak-events N]
+    (or: make bench)
 
-1. plain aiokafka consumer decoding JSON (the ceiling of the path);
-2. bare Faust agent doing nothing per event (Faust's ceiling);
-3. naive Faust agent: validate, append to the tier's list in a table, recompute statistics;
-4. the evalstream worker, full pipeline (validation, metrics, windows, aggregates, cross-tier, gauges).
-Then latency from produce to the aggregate on tier-aggregates at a steady 1,000 events/s, and the
-worker's RSS after 100k and after --soak-events events. Writes bench/results/latest.json and
-bench/results/throughput.png, and rewrites the results section of BENCHMARKS.md.
-All on the embedded broker on loopback; every process started here is stopped before it returns.
+Consumers, each reading the same topic from the start in every round:
+- `plain_core`: a plain aiokafka consumer in batches calling evalstream's core (validate, window,
+  aggregate once per key per batch), no persistence, no outputs: the limit of this path;
+- `bare_faust`: a Faust agent doing nothing per event: Faust's per-message ceiling;
+- `quix`: the Quix Streams peer (`bench/quix_peer.py`, in its own virtualenv): evaluate, group_by
+  experiment/tier, keep the last 10 in Quix's state with evalstream's `TierState`;
+- `naive_faust`: validate, append to the tier's list in a Faust table, recompute statistics;
+- `evalstream`: the worker, full pipeline (validation, metrics, windows with changelogs,
+  aggregates, cross-tier, gauges), its progress read from committed offsets and its span from
+  its output records' timestamps (no `/metrics` polling while it is measured).
+Then, with the worker: latency from produce to aggregate at a steady 1,000 events/s, `/metrics`
+with 1,000 experiments x 7 tiers (render time, `/healthz` during a scrape), and RSS after the
+rounds and after --soak-events. Writes bench/results/latest.json and the results section of
+BENCHMARKS.md. All on the embedded broker on loopback; every process started here is stopped.
 """
 
 from __future__ import annotations
@@ -20,15 +27,20 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,25 +49,56 @@ from stream_app.commands.broker import EmbeddedBroker, free_port  # noqa: E402
 from stream_app.commands.processes import stop_process  # noqa: E402
 from stream_app.commands.producer import produce  # noqa: E402
 from stream_app.commands.synthetic import synthetic_lines  # noqa: E402
-from stream_app.commands.worker_process import WorkerProcess, metric_total  # noqa: E402
-from stream_app.service.kafka_client import ensure_topics  # noqa: E402
-from stream_app.service.settings import load_settings  # noqa: E402
+from stream_app.commands.worker_process import WorkerProcess  # noqa: E402
+from stream_app.core.ingest import Rejection, evaluate_run  # noqa: E402
+from stream_app.core.keys import tier_key  # noqa: E402
+from stream_app.core.tier_state import TierState  # noqa: E402
+from stream_app.core.window import WindowEntry  # noqa: E402
+from stream_app.service.settings import Settings, load_settings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+QUIX_VENV = ROOT / "bench" / ".venv-quix"
+QUIX_REQUIREMENT = "quixstreams==3.28.1"
 PARTITIONS = 4
 TOPIC = "run-completed"
+CONSUMERS = ("plain_core", "bare_faust", "quix", "naive_faust", "evalstream")
+LABELS = {
+    "plain_core": "plain aiokafka + evalstream core, no persistence",
+    "bare_faust": "bare Faust agent (does nothing)",
+    "quix": f"Quix Streams {QUIX_REQUIREMENT.split('==')[1]}, group_by + stateful keep-last-10",
+    "naive_faust": "naive Faust agent (validate, list in a table, recompute)",
+    "evalstream": "evalstream worker, full pipeline",
+}
 
 
 def log(message: str) -> None:
     print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def events(count: int, seed: int, start: datetime) -> list[bytes]:
-    # Many experiments x T0-T6: 40 experiments, 280 windows.
-    return list(synthetic_lines(count, experiments=40, seed=seed, start=start, prefix="bench"))
+def events(count: int, seed: int, start: datetime, experiments: int = 40) -> list[bytes]:
+    # 40 experiments x T0-T6: 280 windows.
+    return list(
+        synthetic_lines(count, experiments=experiments, seed=seed, start=start, prefix="bench")
+    )
 
 
-async def plain_consumer(bootstrap: str, count: int) -> dict[str, float]:
+async def create_input_topic(bootstrap: str) -> None:
+    """The input topic, with `retention.ms` set: the embedded broker returns no default topic
+    configs, and Quix's `group_by` reads that key from the source topic."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(TOPIC, PARTITIONS, 1, topic_configs={"retention.ms": "604800000"})]
+        )
+    finally:
+        await admin.close()
+
+
+async def plain_core(bootstrap: str, count: int) -> dict[str, float]:
+    """The limit of the path: batches from a plain consumer through the same core calls as the
+    worker (validate, window per key, aggregate once per key per batch); nothing persisted."""
+    config = load_settings()
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -63,6 +106,7 @@ async def plain_consumer(bootstrap: str, count: int) -> dict[str, float]:
         max_partition_fetch_bytes=4 * 1024 * 1024,
     )
     await consumer.start()
+    states: dict[str, TierState] = {}
     try:
         await consumer.topics()
         tps = [TopicPartition(TOPIC, p) for p in sorted(consumer.partitions_for_topic(TOPIC) or [])]
@@ -70,26 +114,69 @@ async def plain_consumer(bootstrap: str, count: int) -> dict[str, float]:
         await consumer.seek_to_beginning(*tps)
         seen, first = 0, 0.0
         while seen < count:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=20000)
+            batch = await consumer.getmany(timeout_ms=1000, max_records=5000)
+            if batch and not first:
+                first = time.perf_counter()
+            touched: set[str] = set()
             for records in batch.values():
-                if not first:
-                    first = time.perf_counter()
                 for record in records:
-                    json.loads(record.value)
-                seen += len(records)
+                    metrics = evaluate_run(record.value, config)
+                    seen += 1
+                    if isinstance(metrics, Rejection):
+                        continue
+                    key = tier_key(metrics.experiment_id, metrics.tier)
+                    state = states.get(key)
+                    if state is None:
+                        state = states[key] = TierState.empty(
+                            metrics.experiment_id, metrics.tier, config.window_size
+                        )
+                    entry = WindowEntry.from_run(json.loads(metrics.model_dump_json()))
+                    state.apply(entry, config, with_aggregate=False)
+                    touched.add(key)
+            for key in touched:
+                states[key].aggregate(config)
         return {"events": seen, "seconds": time.perf_counter() - first}
     finally:
         await consumer.stop()
 
 
+def report_process(
+    kind: str, command: list[str], workdir: Path, env: dict[str, str] | None = None
+) -> dict[str, float]:
+    """Run a peer that writes {"events", "seconds"} to its report file, then stop it."""
+    report = workdir / f"{kind}.json"
+    report.unlink(missing_ok=True)
+    logfile = workdir / f"{kind}.log"
+    proc = subprocess.Popen(
+        [*command, "--report", str(report)],
+        cwd=workdir,
+        stdout=logfile.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        deadline = time.monotonic() + 3600
+        while not report.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} failed: {logfile.read_text()[-2000:]}")
+            time.sleep(0.5)
+        time.sleep(0.2)
+        result: dict[str, float] = json.loads(report.read_text())
+        return result
+    finally:
+        stop_process(proc, timeout=30)
+
+
 def faust_baseline(
     kind: str, broker: EmbeddedBroker, count: int, workdir: Path
 ) -> dict[str, float]:
-    report = workdir / f"{kind}.json"
-    proc = subprocess.Popen(
+    script = ROOT / "bench" / "faust_baselines.py"
+    return report_process(
+        kind,
         [
             sys.executable,
-            str(ROOT / "bench" / "faust_baselines.py"),
+            str(script),
             kind,
             "--broker",
             broker.url,
@@ -99,79 +186,154 @@ def faust_baseline(
             str(count),
             "--partitions",
             str(PARTITIONS),
-            "--report",
-            str(report),
             "--web-port",
             str(free_port()),
         ],
-        cwd=workdir,
-        stdout=(workdir / f"{kind}.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        workdir,
     )
-    try:
-        deadline = time.monotonic() + 3600
-        while not report.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"{kind} baseline failed: {(workdir / f'{kind}.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.5)
-        time.sleep(0.2)
-        result: dict[str, float] = json.loads(report.read_text())
-        return result
-    finally:
-        stop(proc)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    stop_process(proc, timeout=30)
+def quix_python() -> str:
+    """The Quix virtualenv's interpreter, created on first use (quixstreams pins pydantic < 2.14,
+    which evalstream's own environment does not)."""
+    python = QUIX_VENV / "bin" / "python"
+    if not python.exists():
+        log(f"creating {QUIX_VENV.relative_to(ROOT)} with {QUIX_REQUIREMENT}")
+        subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
+        done = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", QUIX_REQUIREMENT, "pydantic-settings"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode:
+            raise RuntimeError(f"installing {QUIX_REQUIREMENT} failed:\n{done.stderr[-3000:]}")
+    return str(python)
+
+
+def quix_peer(broker: EmbeddedBroker, count: int, workdir: Path, round_: int) -> dict[str, float]:
+    state = workdir / f"quix-state-{round_}"
+    return report_process(
+        "quix",
+        [
+            quix_python(),
+            str(ROOT / "bench" / "quix_peer.py"),
+            "--broker",
+            broker.address,
+            "--topic",
+            TOPIC,
+            "--events",
+            str(count),
+            "--state-dir",
+            str(state),
+        ],
+        workdir,
+    )
+
+
+def worker_settings(broker: EmbeddedBroker, name: str) -> Settings:
+    """A worker of its own: app id (group, changelogs) and output topics named after `name`."""
+    return load_settings(
+        broker_url=broker.url,
+        partitions=PARTITIONS,
+        app_id=name,
+        topics={
+            "input": TOPIC,
+            "dead_letter": f"{name}-dlq",
+            "runs_by_tier": f"{name}-runs-by-tier",
+            "aggregates": f"{name}-aggregates",
+            "grade_changes": f"{name}-grade-changes",
+            "cross_tier": f"{name}-cross-tier",
+        },
+    )
 
 
 class Worker(WorkerProcess):
     """The evalstream worker under measurement, started at once, quiet, in its own group."""
 
-    def __init__(self, broker: EmbeddedBroker, workdir: Path) -> None:
+    def __init__(self, broker: EmbeddedBroker, workdir: Path, settings: Settings) -> None:
+        t = settings.topics
         super().__init__(
             workdir,
+            settings.app_id,
             broker_url=broker.url,
             partitions=PARTITIONS,
             cwd=workdir,
-            env={"EVALSTREAM_APP_ID": "bench-worker", "EVALSTREAM_LOG_LEVEL": "warning"},
+            env={
+                "EVALSTREAM_APP_ID": settings.app_id,
+                "EVALSTREAM_LOG_LEVEL": "warning",
+                "EVALSTREAM_TOPICS__DEAD_LETTER": t.dead_letter,
+                "EVALSTREAM_TOPICS__RUNS_BY_TIER": t.runs_by_tier,
+                "EVALSTREAM_TOPICS__AGGREGATES": t.aggregates,
+                "EVALSTREAM_TOPICS__GRADE_CHANGES": t.grade_changes,
+                "EVALSTREAM_TOPICS__CROSS_TIER": t.cross_tier,
+            },
         )
+        self.settings = settings
         process = self.start().process
         assert process is not None
         self.proc: subprocess.Popen[bytes] = process
-
-    def metric(self, name: str, **labels: str) -> float:
-        try:
-            return metric_total(self.metrics(), name, **labels)
-        except OSError:
-            return -1.0
-
-    def windowed(self) -> float:
-        return self.metric("evalstream_processing_seconds_count", stage="window")
-
-    def wait_caught_up(self, timeout: float = 3600) -> None:
-        """Every stage drained: the lag gauge (refreshed every 5 s) reads 0 twice in a row."""
-        deadline, zeros = time.monotonic() + timeout, 0
-        while zeros < 2:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the worker did not catch up")
-            zeros = zeros + 1 if self.metric("evalstream_consumer_lag_messages") == 0 else 0
-            time.sleep(5.5)
 
     def rss_mib(self) -> tuple[float, float]:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
-    def wait_windowed(self, target: int, timeout: float = 3600) -> None:
+    def wait_committed(self, topics: list[str], timeout: float = 3600) -> None:
+        """Until the worker's group has committed the end of each topic: read from the broker,
+        so that the worker does nothing for the benchmark while it is measured."""
+        asyncio.run(wait_committed(self.settings, topics, self.proc, timeout))
+
+
+async def wait_committed(
+    settings: Settings, topics: list[str], proc: subprocess.Popen[bytes], timeout: float
+) -> None:
+    bootstrap = settings.bootstrap_servers
+    ends = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    group = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=settings.app_id, enable_auto_commit=False
+    )
+    await ends.start()
+    await group.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
         deadline = time.monotonic() + timeout
-        while self.windowed() < target:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the worker stopped or fell behind")
-            time.sleep(1.0)
+            high = await high_watermarks(ends, tps)
+            done = [(await group.committed(tp) or 0) >= high[tp] for tp in tps]
+            if all(done):
+                return
+            await asyncio.sleep(2.0)
+    finally:
+        await ends.stop()
+        await group.stop()
+
+
+async def high_watermarks(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
+    """End offsets from a fetch (the embedded broker's ListOffsets can be low)."""
+    consumer.assign(tps)
+    lower = await consumer.end_offsets(tps)
+    for tp in tps:
+        consumer.seek(tp, max(lower[tp] - 1, 0))
+    found: dict[Any, int] = {}
+    deadline = time.monotonic() + 10
+    while len(found) < len(tps) and time.monotonic() < deadline:
+        await consumer.getmany(timeout_ms=200)
+        for tp in tps:
+            hw = consumer.highwater(tp)
+            if hw is not None:
+                found[tp] = max(hw, lower[tp])
+    return {tp: found.get(tp, lower[tp]) for tp in tps}
+
+
+def evalstream_round(broker: EmbeddedBroker, count: int, workdir: Path, name: str) -> Worker:
+    settings = worker_settings(broker, name)
+    worker = Worker(broker, workdir, settings)
+    worker.wait_ready(timeout=120)  # its topics exist; its progress is read from the broker
+    worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+    return worker
 
 
 async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float:
@@ -218,7 +380,7 @@ async def latency_run(
     sent: dict[str, float] = {}
     latencies: list[float] = []
     consumer = AIOKafkaConsumer(
-        "tier-aggregates",
+        settings.topics.aggregates,
         bootstrap_servers=bootstrap,
         group_id=None,
         auto_offset_reset="latest",
@@ -259,6 +421,46 @@ async def latency_run(
     }
 
 
+def scrape_figures(worker: Worker, settings: Settings, experiments: int = 1000) -> dict[str, float]:
+    """`/metrics` with `experiments` x 7 tiers: render time (the page's own, cold then warm) and
+    the slowest `/healthz` answer while scrapes run."""
+    lines = events(
+        experiments * 7, seed=7, start=datetime(2029, 1, 1, tzinfo=UTC), experiments=experiments
+    )
+    asyncio.run(produce(settings, lines, progress=None, create_topics=False))
+    worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+    health: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            started = time.perf_counter()
+            worker.get("/healthz", timeout=5)
+            health.append(time.perf_counter() - started)
+            time.sleep(0.01)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    scrapes = []
+    try:
+        for _ in range(5):
+            started = time.perf_counter()
+            with urllib.request.urlopen(worker.base_url + "/metrics", timeout=30) as response:
+                size = len(response.read())
+            scrapes.append(time.perf_counter() - started)
+    finally:
+        stop.set()
+        prober.join()
+    return {
+        "tiers": experiments * 7,
+        "bytes": size,
+        "scrape_first_ms": 1000 * scrapes[0],
+        "scrape_median_ms": 1000 * statistics.median(scrapes[1:]),
+        "healthz_max_ms": 1000 * max(health),
+        "healthz_probes": len(health),
+    }
+
+
 def machine() -> dict[str, Any]:
     cpu = next(
         (
@@ -282,78 +484,66 @@ def machine() -> dict[str, Any]:
     }
 
 
-def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [
-        "plain aiokafka\n(decode JSON)",
-        "bare Faust\nagent",
-        "naive Faust\nagent",
-        "evalstream\nworker",
-    ]
-    keys = ["plain_consumer", "bare_faust", "naive_faust", "evalstream_worker"]
-    values = [results["throughput"][k]["events_per_s"] for k in keys]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    bars = ax.bar(names, values, color=["#9e9e9e", "#5c6bc0", "#ef6c00", "#2e7d32"])
-    ax.set_yscale("log")
-    ax.set_ylabel("events per second (log scale)")
-    ax.set_title(
-        f"Throughput on {results['events']:,} events, embedded broker, {results['machine']['cores']} cores"
-    )
-    for bar, value in zip(bars, values, strict=True):
-        ax.annotate(
-            f"{value:,.0f}/s", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom"
-        )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+def summary(samples: list[float]) -> dict[str, float]:
+    return {
+        "min": min(samples),
+        "median": statistics.median(samples),
+        "max": max(samples),
+        "rounds": len(samples),
+    }
 
 
 def write_markdown(results: dict[str, Any]) -> None:
     t = results["throughput"]
-    r = results["ratios"]
-    lat = results["latency"]
-    rss = results["rss_mib"]
-    rows = "\n".join(
-        f"| {label} | {t[key]['events_per_s']:,.0f} |"
-        for label, key in [
-            ("1. plain aiokafka consumer, decode JSON", "plain_consumer"),
-            ("2. bare Faust agent", "bare_faust"),
-            ("3. naive Faust agent (validate, list in a table, recompute)", "naive_faust"),
-            ("4. evalstream worker, full pipeline", "evalstream_worker"),
-        ]
-    )
-    section = f"""<!-- results: written by bench/run.py -->
-Measured {results["date"]} on {results["machine"]["cpu"]} ({results["machine"]["cores"]} cores,
-{results["machine"]["memory"]}), Python {results["machine"]["python"]}, {results["events"]:,} events,
-{PARTITIONS} partitions, embedded Tansu broker on loopback.
-
-| consumer | events/s |
-|---|---|
-{rows}
-
-| ratio | measured | target |
-|---|---|---|
-| worker / plain consumer (4/1) | {r["worker_vs_plain"]:.3f} | — |
-| worker / bare Faust (4/2) | {r["worker_vs_bare"]:.2f} | ≥ 0.8 |
-| worker / naive Faust (4/3) | {r["worker_vs_naive"]:.2f} | ≥ 3 |
-
-| latency, produce → aggregate on `tier-aggregates`, {lat["rate"]:,.0f} events/s for {lat["seconds"]:.0f} s | measured | target |
+    worker = t.get("evalstream", {}).get("median")
+    rows = []
+    for name in CONSUMERS:
+        if name not in t:
+            continue
+        f = t[name]
+        ratio = f"{worker / f['median']:.2f}" if worker else "—"
+        rows.append(
+            f"| {LABELS[name]} | {f['min']:,.0f} | {f['median']:,.0f} | {f['max']:,.0f} | {ratio} |"
+        )
+    table = "\n".join(rows)
+    extra = ""
+    if "latency" in results:
+        lat = results["latency"]
+        extra += f"""
+| latency, produce → aggregate, {lat["rate"]:,.0f} events/s for {lat["seconds"]:.0f} s | measured | target |
 |---|---|---|
 | p50 | {lat["p50_ms"]:.0f} ms | — |
 | p99 | {lat["p99_ms"]:.0f} ms | ≤ 250 ms |
 | max | {lat["max_ms"]:.0f} ms | — |
-
+"""
+    if "scrape" in results:
+        sc = results["scrape"]
+        extra += f"""
+| `/metrics` with {sc["tiers"]:,} tiers ({sc["bytes"] / 1e6:.1f} MB) | measured | target |
+|---|---|---|
+| first scrape | {sc["scrape_first_ms"]:.0f} ms | ≤ 200 ms |
+| later scrapes (median) | {sc["scrape_median_ms"]:.0f} ms | ≤ 200 ms |
+| slowest `/healthz` during scrapes ({sc["healthz_probes"]} probes) | {sc["healthz_max_ms"]:.0f} ms | ≤ 100 ms |
+"""
+    if "rss_mib" in results:
+        rss = results["rss_mib"]
+        extra += f"""
 | worker memory | RSS |
 |---|---|
 | after {rss["early_events"]:,} events | {rss["early"]:.0f} MiB |
 | after {rss["late_events"]:,} events | {rss["late"]:.0f} MiB |
 | peak (VmHWM) | {rss["peak"]:.0f} MiB |
+"""
+    m = results["machine"]
+    section = f"""<!-- results: written by bench/run.py -->
+Measured {results["date"]} on {m["cpu"]} ({m["cores"]} cores, {m["memory"]}), Python {m["python"]};
+{results["events"]:,} events per consumer, {results["rounds"]} interleaved rounds, {PARTITIONS}
+partitions, embedded Tansu broker on loopback.
 
-![throughput](bench/results/throughput.png)
-<!-- /results -->"""
+| consumer | events/s min | median | max | evalstream ÷ this (medians) |
+|---|---|---|---|---|
+{table}
+{extra}<!-- /results -->"""
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
     start, end = (
@@ -367,118 +557,134 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--events", type=int, default=100_000, help="per consumer and round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument(
-        "--soak-events",
-        type=int,
-        default=1_000_000,
-        help="worker RSS measured after 100k and after this many",
+        "--only", default=",".join(CONSUMERS), help=f"comma-separated subset of {CONSUMERS}"
+    )
+    parser.add_argument(
+        "--soak-events", type=int, default=1_000_000, help="worker RSS after this many (0: skip)"
     )
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--latency-seconds", type=float, default=30.0)
+    parser.add_argument("--json", type=Path, default=RESULTS / "latest.json")
+    parser.add_argument(
+        "--throughput-only",
+        action="store_true",
+        help="skip latency, scrape and memory (a quick comparison; BENCHMARKS.md is not touched)",
+    )
     args = parser.parse_args()
+    only = [c for c in args.only.split(",") if c]
+    unknown = set(only) - set(CONSUMERS)
+    if unknown:
+        parser.error(f"unknown consumers {sorted(unknown)}; choose from {CONSUMERS}")
     workdir = Path(tempfile.mkdtemp(prefix="evalstream-bench-"))
     results: dict[str, Any] = {
         "events": args.events,
+        "rounds": args.rounds,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": machine(),
         "throughput": {},
     }
+    samples: dict[str, list[float]] = {name: [] for name in only}
     with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
         bootstrap = broker.address
-        settings = load_settings(
-            broker_url=broker.url, partitions=PARTITIONS, app_id="bench-worker"
-        )
-        asyncio.run(ensure_topics(settings, [TOPIC]))
+        asyncio.run(create_input_topic(bootstrap))
         log(f"producing {args.events:,} events")
-        asyncio.run(
-            produce(
-                settings,
-                events(args.events, seed=1, start=datetime(2026, 6, 1, tzinfo=UTC)),
-                progress=None,
-                create_topics=False,
-            )
-        )
-
-        log("1/4 plain aiokafka consumer")
-        plain = asyncio.run(plain_consumer(bootstrap, args.events))
-        log("2/4 bare Faust agent")
-        bare = faust_baseline("bare", broker, args.events, workdir)
-        log("3/4 naive Faust agent")
-        naive = faust_baseline("naive", broker, args.events, workdir)
-        log("4/4 evalstream worker")
-        worker = Worker(broker, workdir)
-        try:
-            worker.wait_windowed(args.events)
-            span = asyncio.run(topic_span(bootstrap, "evalstream-runs-by-tier", "tier-aggregates"))
-            evalstream = {"events": args.events, "seconds": span}
-            early_rss = worker.rss_mib()[0]
-            worker.wait_caught_up()  # the cross-tier stage trails: start latency from an idle worker
-            log(f"latency at {args.latency_rate:,.0f} events/s")
-            latency = asyncio.run(
-                latency_run(bootstrap, settings, args.latency_rate, args.latency_seconds)
-            )
-            latency.update(rate=args.latency_rate, seconds=args.latency_seconds)
-            processed = args.events + int(args.latency_rate * args.latency_seconds)
-            soak = max(args.soak_events - processed, 0)
-            if soak:
-                log(f"soak: {soak:,} more events for the RSS figure")
-                chunk = 200_000
-                for i in range(0, soak, chunk):
-                    n = min(chunk, soak - i)
-                    asyncio.run(
-                        produce(
-                            settings,
-                            events(n, seed=1000 + i, start=datetime(2028, 1, 1, tzinfo=UTC)),
-                            progress=None,
-                            create_topics=False,
-                        )
-                    )
-                    worker.wait_windowed(processed + i + n)
-                processed += soak
-            late_rss, peak = worker.rss_mib()
-        finally:
-            worker.stop(timeout=30)
-    for name, figures in (
-        ("plain_consumer", plain),
-        ("bare_faust", bare),
-        ("naive_faust", naive),
-        ("evalstream_worker", evalstream),
-    ):
-        results["throughput"][name] = {
-            **figures,
-            "events_per_s": figures["events"] / figures["seconds"],
+        settings = worker_settings(broker, "bench-produce")
+        lines = events(args.events, seed=1, start=datetime(2026, 6, 1, tzinfo=UTC))
+        asyncio.run(produce(settings, lines, progress=None, create_topics=False))
+        if "quix" in only:
+            quix_python()
+        runners: dict[str, Callable[[int], dict[str, float]]] = {
+            "plain_core": lambda r: asyncio.run(plain_core(bootstrap, args.events)),
+            "bare_faust": lambda r: faust_baseline("bare", broker, args.events, workdir),
+            "quix": lambda r: quix_peer(broker, args.events, workdir, r),
+            "naive_faust": lambda r: faust_baseline("naive", broker, args.events, workdir),
         }
-    tp = {k: v["events_per_s"] for k, v in results["throughput"].items()}
-    results["ratios"] = {
-        "worker_vs_plain": tp["evalstream_worker"] / tp["plain_consumer"],
-        "worker_vs_bare": tp["evalstream_worker"] / tp["bare_faust"],
-        "worker_vs_naive": tp["evalstream_worker"] / tp["naive_faust"],
-    }
-    results["latency"] = latency
-    results["rss_mib"] = {
-        "early_events": args.events,
-        "early": early_rss,
-        "late_events": processed,
-        "late": late_rss,
-        "peak": peak,
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
-    chart(results, RESULTS / "throughput.png")
-    write_markdown(results)
-    print(
-        json.dumps(
-            {
-                "throughput_events_per_s": tp,
-                "ratios": results["ratios"],
-                "latency": latency,
-                "rss_mib": results["rss_mib"],
-            },
-            indent=2,
+        last: Worker | None = None
+        try:
+            for r in range(args.rounds):
+                for name in only:
+                    log(f"round {r + 1}/{args.rounds}: {name}")
+                    if name == "evalstream":
+                        if last is not None:
+                            last.stop(timeout=30)
+                        last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
+                        t = last.settings.topics
+                        span = asyncio.run(topic_span(bootstrap, t.runs_by_tier, t.aggregates))
+                        figures = {"events": args.events, "seconds": span}
+                        if r < args.rounds - 1:  # idle, it would still poll during the others
+                            last.stop(timeout=30)
+                            last = None
+                    else:
+                        figures = runners[name](r)
+                    rate = figures["events"] / figures["seconds"]
+                    samples[name].append(rate)
+                    log(f"  {rate:,.0f} events/s")
+            if last is not None and not args.throughput_only:
+                extras(last, broker, args, results)
+        finally:
+            if last is not None:
+                last.stop(timeout=30)
+    results["throughput"] = {name: summary(v) for name, v in samples.items() if v}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if not args.throughput_only:
+        write_markdown(results)
+    print_table(results)
+    return 0
+
+
+def extras(worker: Worker, broker: EmbeddedBroker, args: Any, results: dict[str, Any]) -> None:
+    """Latency, scrape and memory figures, on the last round's worker (caught up)."""
+    settings = worker.settings
+    early = worker.rss_mib()[0]
+    log(f"latency at {args.latency_rate:,.0f} events/s")
+    latency = asyncio.run(
+        latency_run(
+            settings.bootstrap_servers[0], settings, args.latency_rate, args.latency_seconds
         )
     )
-    return 0
+    latency.update(rate=args.latency_rate, seconds=args.latency_seconds)
+    results["latency"] = latency
+    log("/metrics with 1,000 experiments x 7 tiers")
+    results["scrape"] = scrape_figures(worker, settings)
+    processed = args.events + int(args.latency_rate * args.latency_seconds) + 7000
+    soak = max(args.soak_events - processed, 0)
+    if soak:
+        log(f"soak: {soak:,} more events for the RSS figure")
+        chunk = 200_000
+        for i in range(0, soak, chunk):
+            n = min(chunk, soak - i)
+            batch = events(n, seed=1000 + i, start=datetime(2028, 1, 1, tzinfo=UTC))
+            asyncio.run(produce(settings, batch, progress=None, create_topics=False))
+            worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+        processed += soak
+    late, peak = worker.rss_mib()
+    results["rss_mib"] = {
+        "early_events": args.events,
+        "early": early,
+        "late_events": processed,
+        "late": late,
+        "peak": peak,
+    }
+
+
+def print_table(results: dict[str, Any]) -> None:
+    t = results["throughput"]
+    worker = t.get("evalstream", {}).get("median")
+    print(f"\n{'consumer':<62} {'min':>9} {'median':>9} {'max':>9}  evalstream/this")
+    for name in CONSUMERS:
+        if name in t:
+            f = t[name]
+            ratio = f"{worker / f['median']:.2f}" if worker else "-"
+            print(
+                f"{LABELS[name]:<62} {f['min']:>9,.0f} {f['median']:>9,.0f} {f['max']:>9,.0f}  {ratio}"
+            )
+    for key in ("latency", "scrape", "rss_mib"):
+        if key in results:
+            print(f"{key}: {json.dumps(results[key])}")
 
 
 if __name__ == "__main__":
