@@ -160,15 +160,15 @@ class AggregateCollector:
         for name, doc in (*TIER_FAMILIES, *EXPERIMENT_FAMILIES):
             yield GaugeMetricFamily(name, doc)
 
-    def render(self) -> bytes:
-        """The text exposition of every stored aggregate and report."""
+    def render(self) -> list[bytes]:
+        """The text exposition of every stored aggregate and report, a chunk per family."""
         tiers, experiments = dict(self.tiers), dict(self.experiments)
         with self._lock:
             per_tier = self._tier_lines.of(tiers)
             per_experiment = self._experiment_lines.of(experiments)
-        parts: list[str] = []
+        chunks: list[bytes] = []  # one per family: no single long join or encode holds the GIL
         for families, rows in ((TIER_FAMILIES, per_tier), (EXPERIMENT_FAMILIES, per_experiment)):
             for i, (name, doc) in enumerate(families):
-                parts.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
-                parts.extend(row[i] for row in rows)
-        return "".join(parts).encode()
+                head = f"# HELP {name} {doc}\n# TYPE {name} gauge\n"
+                chunks.append((head + "".join(row[i] for row in rows)).encode())
+        return chunks

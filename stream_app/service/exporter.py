@@ -120,7 +120,11 @@ class Exporter:
         yield from self.registry.collect()
         yield from self.aggregates.describe()
 
+    def render_chunks(self) -> list[bytes]:
+        """The text exposition format in chunks (one per aggregate family), for `/metrics`:
+        slow on a big worker, so `web.py` runs it on a thread and sends it chunk by chunk."""
+        return [generate_latest(self.registry), *self.aggregates.render()]
+
     def render(self) -> bytes:
-        """The text exposition format, for `/metrics`: slow on a big worker, so `web.py` runs it
-        on a thread."""
-        return generate_latest(self.registry) + self.aggregates.render()
+        """The whole text exposition at once."""
+        return b"".join(self.render_chunks())

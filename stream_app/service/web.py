@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import faust
+from aiohttp.web import StreamResponse
 
 from stream_app import __version__
 from stream_app.service.exporter import CONTENT_TYPE, Exporter
@@ -30,10 +31,15 @@ def install_pages(app: faust.App, health: Health, metrics: Exporter) -> None:
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
-        # On a thread: a big worker's page takes tens of milliseconds to write, which the event
-        # loop (and `/healthz`) must not wait for.
-        body = await asyncio.get_running_loop().run_in_executor(None, metrics.render)
-        return web.bytes(body, content_type=CONTENT_TYPE)
+        # Written on a thread and sent a family at a time: a big worker's page is tens of
+        # megabytes, and the event loop (`/healthz`, the agents) must not wait for all of it.
+        chunks = await asyncio.get_running_loop().run_in_executor(None, metrics.render_chunks)
+        response = StreamResponse(headers={"Content-Type": CONTENT_TYPE})
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
 
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:
