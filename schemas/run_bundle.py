@@ -17,6 +17,12 @@ from schemas.common import OUTPUT_MODEL_CONFIG
 from schemas.run_metrics import RunMetrics
 
 BUNDLE_VERSION: Final = 1
+BUNDLE_MAX_BYTES: Final = 64 * 1024
+"""A bundle's size cap, below any broker limit: a consumer's buffer of bundles stays small, and
+a batch of a few bundles is a few thousand runs, not a million."""
+BUNDLE_MAX_RUNS: Final = 10_000
+"""More runs than a bundle of `BUNDLE_MAX_BYTES` can hold: a reader refuses such a message whole."""
+
 _HEAD: Final = b'{"v":1,"runs":['
 _TAIL: Final = b"]}"
 

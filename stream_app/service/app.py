@@ -46,7 +46,11 @@ from stream_app.service.kafka_compat import (
 )
 from stream_app.service.outputs import Outputs
 from stream_app.service.quiet_monitor import QuietMonitor
-from stream_app.service.settings import PRODUCER_MAX_REQUEST_BYTES, Settings
+from stream_app.service.settings import (
+    MESSAGE_OVERHEAD_BYTES,
+    PRODUCER_MAX_REQUEST_BYTES,
+    Settings,
+)
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.table_stage import TableStage
 from stream_app.service.stages.validate import ValidateStage
@@ -96,7 +100,9 @@ def faust_app(settings: Settings) -> faust.App:
         # Throughput: Faust's defaults (no linger, 16 KB batches) send a few dozen records per
         # request; a 5 ms linger and 1 MB batches fill requests at a bounded latency cost.
         producer_linger=settings.producer_linger_s,
-        producer_max_batch_size=1_048_576,
+        # A record batch is what the broker's message limit applies to, and aiokafka does not
+        # split one the broker refuses: a batch never exceeds what the broker accepts.
+        producer_max_batch_size=settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES,
         producer_max_request_size=PRODUCER_MAX_REQUEST_BYTES,
         web_enabled=True,
         web_bind=settings.web_bind,
@@ -150,7 +156,9 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     }
     batch: dict[str, Any] = {"max_": settings.batch_max_events, "within": settings.batch_within_s}
     for topic, stage in sources.items():
-        agent_of(app, app.topic(topic, partitions=n, **RAW), stage, batch, metrics)
+        # The windows hop takes bundles (about a hundred runs each), fewer per batch.
+        take = batch if stage is not windows else {**batch, "max_": windows_batch_max(settings)}
+        agent_of(app, app.topic(topic, partitions=n, **RAW), stage, take, metrics)
     metrics.declare(
         stages=[s.name for s in sources.values()],
         tables=[windows.table_name, cross_tier.table_name],
@@ -175,12 +183,17 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
     async def export_consumer_lag() -> None:
         """Messages behind the fetch high watermark, per assigned source partition."""
-        metrics.consumer_lag.clear()
-        for (topic, partition), lag in consumer_lag(app.consumer, set(sources)).items():
-            metrics.consumer_lag.labels(topic, str(partition)).set(lag)
+        metrics.consumer_lag.replace(consumer_lag(app.consumer, set(sources)))
 
     install_pages(app, health, metrics)
     return app
+
+
+def windows_batch_max(settings: Settings) -> int:
+    """Bundles per windows batch: a tenth of `batch_max_events`. Under a backlog a batch then holds
+    up to about ten times `batch_max_events` runs, so that a key's runs meet in one aggregate (the
+    stage's main cost), and not the thousand times more that as many bundles could hold."""
+    return max(1, settings.batch_max_events // 10)
 
 
 def agent_of(

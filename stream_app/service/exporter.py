@@ -16,7 +16,9 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from schemas.aggregates import TierAggregate
 from schemas.common import RejectReason
@@ -27,6 +29,29 @@ REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
 CONTENT_TYPE: Final = (
     CONTENT_TYPE_LATEST.split(";", 1)[0] + "; version=0.0.4"
 )  # aiohttp: no charset
+
+
+class ConsumerLag(Collector):
+    """Messages behind the high watermark per assigned source partition, replaced as a whole by
+    each refresh: a scrape (on its own thread) sees the old set or the new one, never a gap."""
+
+    def __init__(self) -> None:
+        self.lags: dict[tuple[str, int], int] = {}
+
+    def replace(self, lags: dict[tuple[str, int], int]) -> None:
+        """The new figures, swapped in at once."""
+        self.lags = lags
+
+    def collect(self) -> Iterator[Metric]:
+        """The family with a sample per assigned partition."""
+        family = GaugeMetricFamily(
+            "evalstream_consumer_lag_messages",
+            "Messages behind the partition's high watermark, per assigned source partition",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), lag in self.lags.items():
+            family.add_metric([topic, str(partition)], lag)
+        yield family
 
 
 class Exporter:
@@ -80,11 +105,8 @@ class Exporter:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400),
             registry=self.registry,
         )
-        self.consumer_lag = gauge(
-            "evalstream_consumer_lag_messages",
-            "Messages behind the partition's high watermark, per assigned source partition",
-            ["topic", "partition"],
-        )
+        self.consumer_lag = ConsumerLag()
+        self.registry.register(self.consumer_lag)
         self.build_info = gauge("evalstream_build_info", "evalstream's version", ["version"])
         self.build_info.labels(version=version).set(1)
         for reason in REJECT_REASONS:
@@ -111,7 +133,7 @@ class Exporter:
         """Mirror an experiment's latest cross-tier report in its gauges."""
         self.aggregates.experiments[report.experiment_id] = report
 
-    def remove_experiment(self, experiment_id: str, tiers: Iterable[str]) -> None:
+    def remove_experiment(self, experiment_id: str) -> None:
         """Drop an experiment's series: another worker owns it now."""
         self.aggregates.experiments.pop(experiment_id, None)
 

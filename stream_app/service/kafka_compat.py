@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -188,6 +189,10 @@ class _Resumed:
                     return stop.value
 
 
+EAGER_TASKS: Final = sys.version_info >= (3, 12)
+"""Whether asyncio can start a task eagerly (`Task(..., eager_start=True)`)."""
+
+
 def install_eager_delivery() -> None:
     """Deliver each fetched message to its stream without four tasks per message.
 
@@ -211,6 +216,16 @@ def install_eager_delivery() -> None:
         delivery, interrupt = coros
         if self.suspend_flow.is_set() or self.should_stop:
             return await wait_first(self, delivery, interrupt)
+        if EAGER_TASKS:  # Python 3.12+: the delivery starts now, as a task of its own
+            eager: dict[str, Any] = {"eager_start": True}
+            task: asyncio.Task[Any] = asyncio.Task(delivery, **eager)
+            if task.done():
+                interrupt.close()
+                return task.result()
+            return await wait_first(self, task, interrupt)
+        # Python 3.11: the delivery's first steps run in the fetcher's task. Nothing on Faust's
+        # delivery path reads the current task before it first suspends there (its `wait_for`
+        # makes a task of its own on 3.11); from 3.12 on, `wait_for` reads it, hence the above.
         try:
             pending = delivery.send(None)
         except StopIteration:

@@ -11,7 +11,7 @@ from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import MessageOrigin, cap_key
 from schemas.grade_change import GradeChange
-from schemas.run_bundle import bundle_runs
+from schemas.run_bundle import BUNDLE_MAX_BYTES, bundle_runs
 from stream_app.core.ingest import Rejection, error_text, make_dead_letter
 from stream_app.core.keys import tier_key
 from stream_app.service.exporter import Exporter
@@ -76,7 +76,9 @@ class Outputs:
     async def forward_runs(self, partition: int, runs: list[bytes]) -> None:
         """Accepted runs' metrics (`RunMetrics` JSON) for one partition of the re-keyed topic,
         in as few bundles as fit the broker's message limit."""
-        limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        limit = min(
+            BUNDLE_MAX_BYTES, self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        )
         key = f"partition-{partition}".encode()
         for bundle in bundle_runs(runs, limit):
             await self.send(self.topics.runs_by_tier, key, bundle, partition)

@@ -47,7 +47,7 @@ def test_a_removed_tier_and_experiment_leave_no_series() -> None:
         metrics.set_tier(agg)
     metrics.set_experiment(report)
     metrics.remove_tier("exp", "T0")
-    metrics.remove_experiment("exp", report.tiers)
+    metrics.remove_experiment("exp")
     names = {n for (n, labels) in samples(metrics) if ("tier", "T0") in labels}
     assert not {n for n in names if n.startswith("evalstream_tier_")}
     assert not series(metrics, "evalstream_experiment_cost_delta_usd")
@@ -72,3 +72,14 @@ def test_a_thousand_experiments_of_seven_tiers_all_render() -> None:
     text = metrics.render()
     assert text.count(b'evalstream_tier_window_runs{experiment="e999"') == 7
     assert text.count(b"evalstream_tier_window_runs{") == 7000
+
+
+def test_the_consumer_lag_is_replaced_as_a_whole() -> None:
+    metrics = Exporter(__version__)
+    metrics.consumer_lag.replace({("run-completed", 0): 5, ("run-completed", 1): 0})
+    assert series(metrics, "evalstream_consumer_lag_messages") == {
+        (("partition", "0"), ("topic", "run-completed")): 5,
+        (("partition", "1"), ("topic", "run-completed")): 0,
+    }
+    metrics.consumer_lag.replace({})
+    assert not series(metrics, "evalstream_consumer_lag_messages")

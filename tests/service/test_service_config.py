@@ -120,3 +120,21 @@ def test_consumer_fetch_wait_is_bounded() -> None:
         finally:
             setattr(thread_cls, f"_evalstream_original{factory}", original)
             install_fetch_wait(50)
+
+
+def test_a_producer_batch_never_exceeds_the_broker_message_limit() -> None:
+    """The broker's limit applies to a record batch, and aiokafka does not split a refused one:
+    two bundles of one partition packed together must still fit."""
+    from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
+
+    settings = load_settings(broker_max_message_bytes=200_000, dead_letter_cap=16 * 1024)
+    app = create_app(settings)
+    assert app.conf.producer_max_batch_size == 200_000 - MESSAGE_OVERHEAD_BYTES
+    assert app.conf.producer_max_batch_size <= settings.broker_max_message_bytes
+
+
+def test_the_windows_agent_takes_bundles_a_tenth_as_many_per_batch() -> None:
+    from stream_app.service.app import windows_batch_max
+
+    assert windows_batch_max(load_settings(batch_max_events=1000)) == 100
+    assert windows_batch_max(load_settings(batch_max_events=5)) == 1

@@ -137,6 +137,18 @@ def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
     assert m[("evalstream_state_quarantined_total", (("table", "tier-windows"),))] == 1
 
 
+def test_a_quarantined_tier_loses_its_gauges() -> None:
+    stage, _, table = stage_with()
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1, tier="T3"))))
+    runs = ("evalstream_tier_window_runs", (("experiment", "exp"), ("tier", "T3")))
+    assert samples(stage.metrics)[runs] == 1
+    table[b"exp/T3"] = b'{"v":1,"window":"no","grade":null}'
+    stage.drop_cache()
+    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    assert runs not in samples(stage.metrics)
+
+
 def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
     stage, _, _ = stage_with()
     config = stage.settings
@@ -245,7 +257,17 @@ def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
     assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001", "exp/T1/002"]
 
 
-@pytest.mark.parametrize("value", [b'{"v": 1, "runs": 7}', b"[1, 2]", b"\xff"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"v": 1, "runs": 7}',
+        b'{"v": 2, "runs": []}',  # a version this worker does not know
+        b'{"runs": []}',
+        b'{"v": 1, "runs": [' + b",".join([b"0"] * 10_001) + b"]}",  # not one letter per item
+        b"[1, 2]",
+        b"\xff",
+    ],
+)
 def test_a_message_that_is_no_bundle_is_one_dead_letter(value: bytes) -> None:
     stage, sends, _ = stage_with()
     config = stage.settings

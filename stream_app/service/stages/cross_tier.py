@@ -60,9 +60,5 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         return lambda: self.outputs.report(report)
 
     def forget(self, key: str, raw: bytes) -> None:
-        """A lost experiment's gauges go (its tiers are in the stored state)."""
-        try:
-            tiers = experiment_from_json(raw)
-        except ValueError:
-            return
-        self.metrics.remove_experiment(key, list(tiers))
+        """A lost experiment's gauges go."""
+        self.metrics.remove_experiment(key)

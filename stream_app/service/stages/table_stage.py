@@ -111,6 +111,7 @@ class TableStage(Generic[S]):
         )
         self.metrics.quarantined.labels(table=self.table_name).inc()
         await self.table.delete(key)
+        self.forget(key.decode(errors="replace"), b"")  # else its gauges stay until a restart
 
     def republish(self, key: str, state: S) -> Callable[[], Awaitable[None]] | None:
         """What recovery publishes for a stored key (None: nothing)."""

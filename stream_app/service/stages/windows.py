@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.tier_state import TierState, fold_runs
@@ -27,8 +28,12 @@ def runs_of(value: bytes) -> tuple[list[Any], bool]:
     decoded = json.loads(value)
     if isinstance(decoded, dict) and "runs" in decoded:
         runs = decoded["runs"]
+        if decoded.get("v") != BUNDLE_VERSION:
+            raise ValueError(f"unknown bundle version {decoded.get('v')!r}")
         if not isinstance(runs, list):
             raise TypeError(f"a bundle's runs must be a list, not {type(runs).__name__}")
+        if len(runs) > BUNDLE_MAX_RUNS:
+            raise ValueError(f"a bundle of {len(runs)} runs, over {BUNDLE_MAX_RUNS}")
         return runs, True
     return [decoded], False
 
