@@ -98,7 +98,8 @@ def faust_app(settings: Settings) -> faust.App:
         processing_guarantee="at_least_once",
         producer_acks=-1,
         # Throughput: Faust's defaults (no linger, 16 KB batches) send a few dozen records per
-        # request; a 5 ms linger and 1 MB batches fill requests at a bounded latency cost.
+        # request; a 5 ms linger and batches up to the broker's limit fill requests at a bounded
+        # latency cost.
         producer_linger=settings.producer_linger_s,
         # A record batch is what the broker's message limit applies to, and aiokafka does not
         # split one the broker refuses: a batch never exceeds what the broker accepts.
