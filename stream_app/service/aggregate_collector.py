@@ -16,16 +16,13 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from prometheus_client.core import GaugeMetricFamily
 
 from schemas.aggregates import Statistics, TierAggregate
 from schemas.cross_tier import CrossTierReport
 from stream_app.metrics.grades import grade_points
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 STATS: Final = ("median", "mean", "mode", "min", "max", "std_dev")
 TIER_STATS: Final = {
@@ -51,15 +48,24 @@ TIER_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     ("evalstream_tier_window_capacity", "Capacity of the tier's window"),
     ("evalstream_tier_pass_at_k", "Unbiased pass@k over the window"),
 )
+EXPERIMENT_VALUES: Final = {  # name: (report field, help)
+    "evalstream_experiment_pass_rate_variance": (
+        "pass_rate_variance",
+        "Variance of tier median pass rates",
+    ),
+    "evalstream_experiment_impl_rate_variance": (
+        "impl_rate_variance",
+        "Variance of tier median impl rates",
+    ),
+    "evalstream_experiment_cost_variance": ("cost_variance", "Variance of tier median costs"),
+    "evalstream_experiment_cost_delta_usd": ("cost_delta", "Max - min of tier median costs"),
+}
 EXPERIMENT_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     (
         "evalstream_tier_uplift_ratio",
         "(median composite - baseline's) / baseline's; absent when undefined",
     ),
-    ("evalstream_experiment_pass_rate_variance", "Variance of tier median pass rates"),
-    ("evalstream_experiment_impl_rate_variance", "Variance of tier median impl rates"),
-    ("evalstream_experiment_cost_variance", "Variance of tier median costs"),
-    ("evalstream_experiment_cost_delta_usd", "Max - min of tier median costs"),
+    *((name, doc) for name, (_, doc) in EXPERIMENT_VALUES.items()),
 )
 
 
@@ -114,12 +120,7 @@ def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
         uplift,
         *(
             f'{name}{{experiment="{exp}"}} {number(getattr(report, field))}\n'
-            for name, field in (
-                ("evalstream_experiment_pass_rate_variance", "pass_rate_variance"),
-                ("evalstream_experiment_impl_rate_variance", "impl_rate_variance"),
-                ("evalstream_experiment_cost_variance", "cost_variance"),
-                ("evalstream_experiment_cost_delta_usd", "cost_delta"),
-            )
+            for name, (field, _) in EXPERIMENT_VALUES.items()
         ),
     )
 
