@@ -10,15 +10,13 @@ Each writes {"events", "seconds"} (first to last event) to --report once it has 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import faust
+from peer_report import PeerReport
 
 from schemas.run_completed import RunCompleted
 
@@ -56,16 +54,7 @@ def main() -> None:
         partitions=args.partitions,
     )
     windows = app.Table("naive-windows", default=list, partitions=args.partitions)
-    state = {"count": 0, "first": 0.0}
-
-    def seen() -> None:
-        if state["count"] == 0:
-            state["first"] = time.perf_counter()
-        state["count"] += 1
-        if state["count"] == args.events:
-            seconds = time.perf_counter() - state["first"]
-            args.report.write_text(json.dumps({"events": args.events, "seconds": seconds}))
-            os.kill(os.getpid(), signal.SIGTERM)
+    seen = PeerReport(args.events, args.report).seen
 
     if args.kind == "bare":
 

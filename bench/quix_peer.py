@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from peer_report import PeerReport  # noqa: E402
 from quixstreams import Application  # noqa: E402
 
 from stream_app.core.config import CoreConfig  # noqa: E402
@@ -52,7 +51,7 @@ def main() -> None:
     )
     source = app.topic(args.topic, key_deserializer="bytes", value_deserializer="bytes")
     out = app.topic(f"{group}-aggregates", value_serializer="bytes")
-    seen = {"count": 0, "first": 0.0}
+    count = PeerReport(args.events, args.report).seen
 
     def evaluate(raw: bytes) -> dict[str, Any] | None:
         metrics = evaluate_run(raw, config)
@@ -71,17 +70,8 @@ def main() -> None:
         )
         tier.apply(WindowEntry.from_run(run), config)
         state.set("tier", tier.to_json().decode())
-        count(run)
+        count()
         return tier.aggregate(config).model_dump_json().encode()
-
-    def count(_: Any) -> None:
-        if seen["count"] == 0:
-            seen["first"] = time.perf_counter()
-        seen["count"] += 1
-        if seen["count"] == args.events:
-            seconds = time.perf_counter() - seen["first"]
-            args.report.write_text(json.dumps({"events": args.events, "seconds": seconds}))
-            os.kill(os.getpid(), signal.SIGTERM)
 
     sdf = app.dataframe(source)
     sdf = sdf.apply(evaluate).filter(lambda run: run is not None)

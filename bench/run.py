@@ -54,6 +54,8 @@ from stream_app.core.ingest import Rejection, evaluate_run  # noqa: E402
 from stream_app.core.keys import tier_key  # noqa: E402
 from stream_app.core.tier_state import TierState  # noqa: E402
 from stream_app.core.window import WindowEntry  # noqa: E402
+from stream_app.service.kafka_client import client_kwargs  # noqa: E402
+from stream_app.service.kafka_compat import fetch_high_watermarks  # noqa: E402
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -288,12 +290,8 @@ class Worker(WorkerProcess):
 async def wait_committed(
     settings: Settings, topics: list[str], proc: subprocess.Popen[bytes], timeout: float
 ) -> None:
-    bootstrap = settings.bootstrap_servers
-    ends = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    group = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=settings.app_id, enable_auto_commit=False
-    )
-    await ends.start()
+    connection = client_kwargs(settings)
+    group = AIOKafkaConsumer(**connection, group_id=settings.app_id, enable_auto_commit=False)
     await group.start()
     try:
         tps = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
@@ -301,31 +299,14 @@ async def wait_committed(
         while True:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the worker stopped or fell behind")
-            high = await high_watermarks(ends, tps)
+            # the worker's own way to the end offsets (the embedded broker's ListOffsets is low)
+            high = await fetch_high_watermarks(connection, tps)
             done = [(await group.committed(tp) or 0) >= high[tp] for tp in tps]
             if all(done):
                 return
             await asyncio.sleep(2.0)
     finally:
-        await ends.stop()
         await group.stop()
-
-
-async def high_watermarks(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
-    """End offsets from a fetch (the embedded broker's ListOffsets can be low)."""
-    consumer.assign(tps)
-    lower = await consumer.end_offsets(tps)
-    for tp in tps:
-        consumer.seek(tp, max(lower[tp] - 1, 0))
-    found: dict[Any, int] = {}
-    deadline = time.monotonic() + 10
-    while len(found) < len(tps) and time.monotonic() < deadline:
-        await consumer.getmany(timeout_ms=200)
-        for tp in tps:
-            hw = consumer.highwater(tp)
-            if hw is not None:
-                found[tp] = max(hw, lower[tp])
-    return {tp: found.get(tp, lower[tp]) for tp in tps}
 
 
 def evalstream_round(broker: EmbeddedBroker, count: int, workdir: Path, name: str) -> Worker:
