@@ -703,14 +703,19 @@ def test_fails_closed_where_the_kernel_refuses_namespaces() -> None:
 
 
 def _blocked_ancestors(paths: list[Path]) -> dict[Path, list[Path]]:
-    """For each directory that others cannot traverse, the needed paths below it."""
-    blocked: dict[Path, list[Path]] = {}
+    """For each directory that others cannot traverse, the needed paths below it. A needed
+    directory that is itself closed (a checkout made with `mktemp -d` is mode 700) counts as
+    its own blocked ancestor, with its subdirectories as what is needed below it."""
+    blocked: dict[Path, dict[Path, None]] = {}
     for path in paths:
-        for ancestor in reversed(path.parents):
+        for ancestor in [*reversed(path.parents), path]:
             if not os.stat(ancestor).st_mode & 0o001:
-                blocked.setdefault(ancestor, []).append(path)
+                below = (
+                    [path] if ancestor != path else sorted(p for p in path.iterdir() if p.is_dir())
+                )
+                blocked.setdefault(ancestor, {}).update(dict.fromkeys(below))
                 break
-    return blocked
+    return {ancestor: list(below) for ancestor, below in blocked.items()}
 
 
 def as_nobody(argv: list[str], stage: Path) -> list[str]:
