@@ -143,7 +143,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     def stateful(stage: type[T], table: Any) -> T:
         """A stage over `table`, whose changelog writes are confirmed with its other sends."""
         outputs = Outputs(send, settings, metrics)
-        changelog = ChangelogTable(table, outputs, n)
+        changelog = ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
         return stage(changelog, changelog.changelog, settings, outputs, metrics)
 
     windows = stateful(WindowsStage, windows_table)

@@ -287,10 +287,11 @@ class ChangelogTable:
     `Outputs.send`, so the batch runner confirms it like every other output. Faust's recovery
     reads these records as its own."""
 
-    def __init__(self, table: Any, outputs: Any, partitions: int) -> None:
+    def __init__(self, table: Any, outputs: Any, partition_of: Callable[[bytes], int]) -> None:
         self.table = table
         self.outputs = outputs
-        self.partitions = partitions
+        self.partition_of = partition_of
+        """The partition of a key: the one its stage reads it from (co-partitioned)."""
         self.changelog: str = table.changelog_topic.get_topic_name()
 
     def get(self, key: bytes) -> bytes | None:
@@ -304,17 +305,13 @@ class ChangelogTable:
 
     async def put(self, key: bytes, value: bytes) -> None:
         """Store the value and send it to the changelog."""
-        from stream_app.service.partitioning import partition_for
-
         self.table.data[key] = value
-        await self.outputs.send(self.changelog, key, value, partition_for(key, self.partitions))
+        await self.outputs.send(self.changelog, key, value, self.partition_of(key))
 
     async def delete(self, key: bytes) -> None:
         """Remove the key and send its tombstone."""
-        from stream_app.service.partitioning import partition_for
-
         self.table.data.pop(key, None)
-        await self.outputs.send(self.changelog, key, None, partition_for(key, self.partitions))
+        await self.outputs.send(self.changelog, key, None, self.partition_of(key))
 
 
 async def seek_to_committed_or_reset(

@@ -1,6 +1,11 @@
 """Kafka's default partitioner (murmur2 of the key bytes, made positive, modulo the partition
 count), so that evalstream and any Java producer agree on where a key lives. The worker sends with
-explicit partitions: that lets it know exactly which keys it owns after a rebalance."""
+explicit partitions: that lets it know exactly which keys it owns after a rebalance.
+
+Every topic and table is partitioned by *experiment*: a tier's runs, its window, its aggregate
+and its experiment's cross-tier state all sit on partition `partition_for(experiment_id)`, which
+Faust's co-partitioning assigns to one worker. That worker owns the whole experiment: it can
+retire it at once, and it answers the query API for it."""
 
 from __future__ import annotations
 

@@ -41,10 +41,13 @@ def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
     assert m[("evalstream_runs_rejected_total", (("reason", "invalid_json"),))] == 1
 
 
-def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_tiers_in_input_order() -> None:
+def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_experiments_in_input_order() -> None:
     config, sends, metrics, outputs = wiring()
     stage = ValidateStage(config, outputs, metrics)
-    events = [encode(make_event(run_id=f"r{i}", tier=f"T{i % 7}")) for i in range(70)]
+    events = [
+        encode(make_event(run_id=f"r{i}", experiment_id=f"e{i % 9}", tier=f"T{i % 7}"))
+        for i in range(70)
+    ]
     asyncio.run(stage.handle(records(config.topics.input, events)))
     partitions = [p for t, _, _, p in sends.sent if t == config.topics.runs_by_tier]
     assert len(partitions) == len(set(partitions))  # one record per partition
@@ -53,11 +56,12 @@ def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_tiers_in_input_orde
         assert key == f"partition-{partition}".encode()
         runs = json.loads(value)["runs"]
         for r in runs:
-            assert partition_for(f"exp/{r['tier']}", config.partitions) == partition
+            assert partition_for(r["experiment_id"], config.partitions) == partition
         order = [int(r["run_id"][1:]) for r in runs]
         assert order == sorted(order)
         seen += order
     assert sorted(seen) == list(range(70))
+    assert len(partitions) > 1
 
 
 def test_bundles_stay_below_the_broker_message_limit() -> None:

@@ -108,16 +108,16 @@ def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> 
 def test_recovery_republishes_only_the_owned_keys() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
-    tiers = [f"T{i}" for i in range(12)]
-    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t) for t in tiers))))
+    keys = [(f"e{i}", f"T{i % 7}") for i in range(12)]
+    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys))))
     sends.sent.clear()
     owned = {0, 2}
     count = asyncio.run(stage.on_recover(owned))
     republished = sends.keys(config.topics.aggregates)
-    expected = {f"exp/{t}".encode() for t in tiers if partition_for(f"exp/{t}", 4) in owned}
+    expected = {f"{e}/{t}".encode() for e, t in keys if partition_for(e, 4) in owned}
     assert set(republished) == expected
     assert count == len(expected)
-    assert 0 < count < len(tiers)
+    assert 0 < count < len(keys)
 
 
 def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
@@ -152,18 +152,18 @@ def test_a_quarantined_tier_loses_its_gauges() -> None:
 def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
     stage, _, _ = stage_with()
     config = stage.settings
-    tiers = [f"T{i}" for i in range(12)]
-    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t) for t in tiers))))
+    keys = [(f"e{i}", f"T{i % 7}") for i in range(12)]
+    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys))))
     lost = {1, 3}
     stage.on_revoked(lost)
     left = {
-        dict(labels)["tier"]
+        (dict(labels)["experiment"], dict(labels)["tier"])
         for (name, labels) in samples(stage.metrics)
         if name == "evalstream_tier_grade_points"
     }
-    assert left == {t for t in tiers if partition_for(f"exp/{t}", 4) not in lost}
+    assert left == {(e, t) for e, t in keys if partition_for(e, 4) not in lost}
     assert left
-    assert left != set(tiers)
+    assert left != set(keys)
     assert not stage.cache
 
 

@@ -26,6 +26,11 @@ class CrossTierStage(TableStage[ExperimentTiers]):
     name = "cross_tier"
     table_name = "experiment-tiers"
 
+    @classmethod
+    def experiment_of(cls, key: str) -> str:
+        """The key is the experiment."""
+        return key
+
     def load(self, key: str, raw: bytes) -> ExperimentTiers:
         """A stored experiment state, checked field by field."""
         return experiment_from_json(raw)

@@ -57,6 +57,20 @@ class TableStage(Generic[S]):
         """Decoded states of the keys this worker handles, so a batch does not re-read the table;
         the table stays the truth: dropped on rebalance and whenever a batch fails."""
 
+    @classmethod
+    def experiment_of(cls, key: str) -> str:
+        """The experiment a stored key belongs to."""
+        raise NotImplementedError
+
+    @classmethod
+    def key_partition(cls, key: bytes, partitions: int) -> int:
+        """The partition of a stored key: its experiment's (see `partitioning`)."""
+        return partition_for(cls.experiment_of(key.decode(errors="replace")), partitions)
+
+    def partition_of(self, key: bytes) -> int:
+        """The partition of a stored key in this worker's topics."""
+        return self.key_partition(key, self.settings.partitions)
+
     def load(self, key: str, raw: bytes) -> S:
         """A stored state, checked: raising here quarantines the key."""
         raise NotImplementedError
@@ -123,7 +137,7 @@ class TableStage(Generic[S]):
         self.drop_cache()
         count = 0
         for key_bytes, raw in list(self.table.items()):
-            if raw is None or partition_for(key_bytes, self.settings.partitions) not in owned:
+            if raw is None or self.partition_of(key_bytes) not in owned:
                 continue
             try:
                 key = key_bytes.decode()
@@ -144,7 +158,7 @@ class TableStage(Generic[S]):
         """Drop the cache and the gauges of every key in the lost partitions."""
         self.drop_cache()
         for key_bytes, raw in list(self.table.items()):
-            if raw is not None and partition_for(key_bytes, self.settings.partitions) in lost:
+            if raw is not None and self.partition_of(key_bytes) in lost:
                 self.forget(key_bytes.decode(errors="replace"), raw)
 
     def drop_cache(self) -> None:

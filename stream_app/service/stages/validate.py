@@ -1,5 +1,5 @@
-"""The first hop: raw input messages to accepted runs (re-keyed by tier, bundled per target
-partition) or dead letters."""
+"""The first hop: raw input messages to accepted runs (bundled per target partition, the
+partition of their experiment) or dead letters."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Final
 
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
-from stream_app.core.keys import tier_key
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
@@ -34,12 +33,12 @@ class ValidateStage:
             result = evaluate_run(record.value, self.settings)  # never raises
             if not isinstance(result, Rejection):
                 try:
-                    key = tier_key(result.experiment_id, result.tier)
                     value = result.model_dump_json().encode()
+                    partition = partition_for(result.experiment_id, partitions)
                 except Exception as exc:
                     result = processing_error(self.name, exc)
                 else:
-                    by_partition.setdefault(partition_for(key, partitions), []).append(value)
+                    by_partition.setdefault(partition, []).append(value)
                     continue
             await self.outputs.reject(record, result)
         for partition, runs in sorted(by_partition.items()):

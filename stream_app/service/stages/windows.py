@@ -50,6 +50,11 @@ class WindowsStage(TableStage[TierState]):
     name = "window"
     table_name = "tier-windows"
 
+    @classmethod
+    def experiment_of(cls, key: str) -> str:
+        """A tier key's experiment."""
+        return split_tier_key(key)[0]
+
     def load(self, key: str, raw: bytes) -> TierState:
         """A stored tier state, checked to aggregate: a state that cannot is caught here, once,
         and quarantined, instead of failing every later run of its tier."""
