@@ -54,6 +54,7 @@ class Table(dict[bytes, bytes]):
         super().__init__()
         self.sends = sends
         self.writes: list[tuple[bytes, int]] = []
+        self.deletes: list[tuple[bytes, int]] = []
 
     async def put(self, key: bytes, value: bytes) -> None:
         pending = sum(1 for ack in self.sends.acks if not ack.done())
@@ -61,6 +62,8 @@ class Table(dict[bytes, bytes]):
         self[key] = value
 
     async def delete(self, key: bytes) -> None:
+        pending = sum(1 for ack in self.sends.acks if not ack.done())
+        self.deletes.append((key, pending))
         self.pop(key, None)
 
 

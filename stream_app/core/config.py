@@ -66,6 +66,13 @@ class CoreConfig(BaseModel):
         default_factory=dict, description="USD per 1M tokens; merged over the built-in table."
     )
     max_message_bytes: int = Field(default=ONE_MIB, ge=1, description="Larger inputs: too_large.")
+    experiment_idle_ttl_s: float = Field(
+        default=14 * 86_400,
+        ge=0,
+        le=100 * 365 * 86_400,
+        description="An experiment with no accepted run for this long is retired (0: never); "
+        "the worker counts processing time, replay event time.",
+    )
 
     @cached_property
     def price_table(self) -> dict[str, ModelPrice]:

@@ -60,18 +60,25 @@ def _median(value: Any) -> bool:
 
 
 def fold_aggregates(
-    aggregates: Sequence[tuple[str, tuple[str, TierMedians]]],
+    aggregates: Sequence[tuple[str, tuple[str, TierMedians | None]]],
     load: Callable[[str], ExperimentTiers | None],
     baseline_tier: str,
-) -> FoldedBatch[str, ExperimentTiers, None, CrossTierReport]:
+) -> FoldedBatch[str, ExperimentTiers, None, CrossTierReport | None]:
     """A batch of tier aggregates (experiment, (tier, medians)) into their experiments, each
-    changed experiment reported once; an exception costs only the aggregate that raised it."""
+    changed experiment reported once; an exception costs only the aggregate that raised it.
+    Medians of None remove the tier (it retired); an experiment left with no tier has no
+    report (None): it retired."""
 
-    def set_tier(tiers: ExperimentTiers, item: tuple[str, TierMedians]) -> tuple[bool, None]:
-        tiers[item[0]] = item[1]
-        return True, None
+    def set_tier(tiers: ExperimentTiers, item: tuple[str, TierMedians | None]) -> tuple[bool, None]:
+        tier, medians = item
+        if medians is not None:
+            tiers[tier] = medians
+            return True, None
+        return tiers.pop(tier, None) is not None, None
 
-    def report(experiment_id: str, tiers: ExperimentTiers) -> CrossTierReport:
+    def report(experiment_id: str, tiers: ExperimentTiers) -> CrossTierReport | None:
+        if not tiers:
+            return None
         return cross_tier_report_from_medians(experiment_id, tiers, baseline_tier)
 
     return KeyedFold(load, lambda _: {}, dict, set_tier, report).run(aggregates)

@@ -38,17 +38,26 @@ class Step:
 
 
 class TierState:
-    """One tier's window and the grade of its last full window: what a grade change needs."""
+    """One tier's window and the grade of its last full window: what a grade change needs; and
+    when the worker last accepted a run into it (`touched_us`, for retirement)."""
 
-    __slots__ = ("experiment_id", "last_full_grade", "tier", "window")
+    __slots__ = ("experiment_id", "last_full_grade", "tier", "touched_us", "window")
 
     def __init__(
-        self, experiment_id: str, tier: str, window: TierWindow, last_full_grade: Grade | None
+        self,
+        experiment_id: str,
+        tier: str,
+        window: TierWindow,
+        last_full_grade: Grade | None,
+        touched_us: int | None = None,
     ) -> None:
         self.experiment_id = experiment_id
         self.tier = tier
         self.window = window
         self.last_full_grade = last_full_grade
+        self.touched_us = touched_us
+        """Processing time (µs since the epoch) of the last accepted run; None: unknown (a
+        state stored before it was kept, which counts as touched when it is loaded)."""
 
     @classmethod
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:
@@ -94,7 +103,9 @@ class TierState:
 
     def copy(self) -> TierState:
         """An independent copy, so that a batch can go back to the state before it."""
-        return TierState(self.experiment_id, self.tier, self.window.copy(), self.last_full_grade)
+        return TierState(
+            self.experiment_id, self.tier, self.window.copy(), self.last_full_grade, self.touched_us
+        )
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
         """The aggregate of the current window (it must hold a run)."""
@@ -102,8 +113,15 @@ class TierState:
 
     def to_json(self) -> bytes:
         """Serialized for the table's changelog (infinite costs as the `Infinity` literal)."""
+        state: dict[str, Any] = {
+            "v": STATE_VERSION,
+            "window": self.window.to_state(),
+            "grade": self.last_full_grade,
+        }
+        if self.touched_us is not None:
+            state["at"] = self.touched_us
         return json.dumps(
-            {"v": STATE_VERSION, "window": self.window.to_state(), "grade": self.last_full_grade},
+            state,
             separators=(",", ":"),
             ensure_ascii=False,  # a run id of emoji writes as 4 bytes a character, not 12
         ).encode()
@@ -117,14 +135,16 @@ class TierState:
             raise ValueError(f"tier state is not JSON: {exc}") from None
         if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
             raise ValueError("not a tier state of version 1")
-        rows, grade = data.get("window"), data.get("grade")
+        rows, grade, touched = data.get("window"), data.get("grade"), data.get("at")
         if not isinstance(rows, list) or grade not in (None, *GRADES):
             raise ValueError("tier state has no window list or a bad grade")
+        if touched is not None and not (_timestamp(touched)):
+            raise ValueError("tier state has a bad touched time")
         try:
             window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
         except OverflowError as exc:  # an integer too large for a float
             raise ValueError(f"tier state row has a value out of range: {exc}") from None
-        return cls(experiment_id, tier, window, grade)
+        return cls(experiment_id, tier, window, grade, touched)
 
 
 GRADES: Final = ("A", "B", "C", "D", "F")
@@ -137,12 +157,17 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
+def _timestamp(value: Any) -> bool:
+    """µs since the epoch within the contract's range of timestamps."""
+    return isinstance(value, int) and not isinstance(value, bool) and _MIN_US <= value < _MAX_US
+
+
 def _checked_row(row: Any) -> list[Any]:
     """A stored window row, checked field by field: a state that loads can be aggregated."""
     if not isinstance(row, list) or not 8 <= len(row) <= 10:
         raise ValueError("tier state row is not a list of 8 to 10 fields")
     at, run_id, *values = row
-    if not isinstance(at, int) or isinstance(at, bool) or not _MIN_US <= at < _MAX_US:
+    if not _timestamp(at):
         raise ValueError("tier state row has a bad completed_at")
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("tier state row has a bad run_id")

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import faust
 from faust.types import StreamT
 
 from stream_app import __version__
+from stream_app.core.window import to_epoch_us
 from stream_app.service.batches import Stage, run_batches, stop_fatally
 from stream_app.service.exporter import Exporter
 from stream_app.service.kafka_client import client_kwargs, faust_credentials
@@ -185,6 +187,19 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     async def export_consumer_lag() -> None:
         """Messages behind the fetch high watermark, per assigned source partition."""
         metrics.consumer_lag.replace(consumer_lag(app.consumer, set(sources)))
+
+    @app.timer(interval=settings.retire_check_s)  # type: ignore[untyped-decorator]
+    async def retire_idle_experiments() -> None:
+        """Retire the owned experiments idle for longer than `experiment_idle_ttl_s` (once the
+        windows are recovered: before, this worker does not know what it owns)."""
+        if windows.table_name not in health.recovered:
+            return
+        try:
+            retired = await windows.retire_idle(to_epoch_us(datetime.now(UTC)))
+        except Exception as exc:
+            stop_fatally("retirement", exc)
+        if retired:
+            log.info("retired %d idle experiments, e.g. %s", len(retired), retired[0])
 
     install_pages(app, health, metrics)
     return app

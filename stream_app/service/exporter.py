@@ -14,6 +14,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
@@ -24,6 +25,10 @@ from schemas.aggregates import TierAggregate
 from schemas.common import RejectReason
 from schemas.cross_tier import CrossTierReport
 from stream_app.service.aggregate_collector import AggregateCollector
+
+# A `_created` series beside every counter and histogram doubles their series, and nothing reads
+# them (Prometheus spots counter resets itself).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
 CONTENT_TYPE: Final = (
@@ -79,6 +84,13 @@ class Exporter:
         self.grade_changes = counter(
             "evalstream_grade_changes", "Full-window grade changes", [*tier, "direction"]
         )
+        self.retired = counter(
+            "evalstream_experiments_retired",
+            "Experiments retired after experiment_idle_ttl without an accepted run",
+        )
+        self.experiments = gauge(
+            "evalstream_experiments", "Experiments with windows on this worker (its partitions)"
+        )
         self.processing = Histogram(
             "evalstream_processing_seconds",
             "Processing time of one event per stage",
@@ -126,8 +138,11 @@ class Exporter:
         self.aggregates.tiers[(agg.experiment_id, agg.tier)] = agg
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
-        """Drop a tier's series: another worker owns it now."""
+        """Drop a tier's series, its counters' too: another worker owns it now, or it retired."""
         self.aggregates.tiers.pop((experiment_id, tier), None)
+        self.accepted.remove(experiment_id, tier)
+        for direction in ("drop", "rise"):
+            self.grade_changes.remove(experiment_id, tier, direction)
 
     def set_experiment(self, report: CrossTierReport) -> None:
         """Mirror an experiment's latest cross-tier report in its gauges."""

@@ -100,6 +100,18 @@ class Outputs:
         await self.send(self.topics.aggregates, key, agg.model_dump_json().encode(), partition)
         self.metrics.set_tier(agg)
 
+    async def retire_tier(self, experiment_id: str, tier: str) -> None:
+        """A retired tier: a tombstone for its key on the aggregates topic (a compacted consumer
+        drops it; the cross-tier stage removes the tier from its experiment)."""
+        key = tier_key(experiment_id, tier).encode()
+        partition = partition_for(experiment_id, self.settings.partitions)
+        await self.send(self.topics.aggregates, key, None, partition)
+
+    async def retire_experiment(self, experiment_id: str) -> None:
+        """A retired experiment: a tombstone for its cross-tier report, and its gauges go."""
+        await self.send(self.topics.cross_tier, experiment_id.encode(), None, None)
+        self.metrics.remove_experiment(experiment_id)
+
     async def report(self, report: CrossTierReport) -> None:
         """An experiment's cross-tier report, and its gauges."""
         key = report.experiment_id.encode()

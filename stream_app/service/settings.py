@@ -119,6 +119,12 @@ class Settings(CoreConfig, BaseSettings):
         le=PRODUCER_MAX_REQUEST_BYTES,
         description="The largest message the brokers accept (Kafka: message.max.bytes).",
     )
+    retire_check_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="How often a worker looks for experiments to retire (experiment_idle_ttl_s).",
+    )
     security: KafkaSecurity = KafkaSecurity()
     tansu_bin: Path | None = Field(
         default=None, description="Tansu binary for `stream-app broker`."

@@ -6,7 +6,7 @@ from stage_doubles import Sends, Table, records, samples, wiring
 
 from helpers import SAMPLE_FILE
 from stream_app.core.replay import replay_lines
-from stream_app.service.outputs import Outputs
+from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.cross_tier import CrossTierStage
 
@@ -67,3 +67,53 @@ def test_a_bad_state_is_quarantined_when_loaded() -> None:
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     assert [r["tiers"] for r in sends.to(config.topics.cross_tier)] == [["T0"]]
+
+
+def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experiment() -> None:
+    stage, table, sends = make_stage()
+    config = stage.settings
+    report = replay_lines(SAMPLE, config)
+    aggregates = [a.model_dump_json().encode() for a in report.tiers]
+    asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
+    experiment = report.cross_tier[0].experiment_id
+    tiers = [a.tier for a in report.tiers if a.experiment_id == experiment]
+    assert len(tiers) > 1
+    sends.sent.clear()
+    topic = config.topics.aggregates
+
+    def tombstone(tier: str) -> Record:
+        return Record(topic, 0, 0, f"{experiment}/{tier}".encode(), b"")
+
+    asyncio.run(stage.handle([tombstone(tiers[0])]))  # one tier retired: the report follows
+    [partial] = sends.to(config.topics.cross_tier)
+    assert sorted(partial["tiers"]) == sorted(tiers[1:])
+
+    sends.sent.clear()
+    asyncio.run(stage.handle([tombstone(t) for t in tiers[1:]]))
+    assert [(t, k, v) for t, k, v, _ in sends.sent if t == config.topics.cross_tier] == [
+        (config.topics.cross_tier, experiment.encode(), None)
+    ]
+    assert experiment.encode() not in table
+    assert not [
+        labels
+        for (name, labels) in samples(stage.metrics)
+        if dict(labels).get("experiment") == experiment
+    ]
+    others = {r.experiment_id for r in report.cross_tier} - {experiment}
+    assert {k.decode() for k in table} == others
+
+    sends.sent.clear()  # a tombstone for an experiment it no longer has: nothing
+    asyncio.run(stage.handle([tombstone(tiers[0])]))
+    assert sends.sent == []
+
+
+def test_a_tombstone_that_names_no_tier_is_a_dead_letter() -> None:
+    stage, table, sends = make_stage()
+    config = stage.settings
+    topic = config.topics.aggregates
+    asyncio.run(
+        stage.handle([Record(topic, 0, 0, b"no-tier-here", b""), Record(topic, 0, 1, None, b"")])
+    )
+    letters = sends.to(config.topics.dead_letter)
+    assert [letter["reason"] for letter in letters] == ["processing_error"] * 2
+    assert not table

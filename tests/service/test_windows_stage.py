@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from schemas.run_bundle import bundle_runs
 from stream_app.core.ingest import evaluate_run
 from stream_app.core.replay import replay_lines
 from stream_app.core.tier_state import TierState
+from stream_app.core.window import to_epoch_us
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
@@ -40,6 +42,11 @@ def run(n: int, tier: str = "T1", passed: bool = True, experiment: str = "exp") 
         passed=passed,
         completed_at=f"2026-01-05T10:{n:02d}:00Z",
     )
+
+
+def untimed(table: dict[bytes, bytes]) -> dict[bytes, Any]:
+    """A table's states without the processing time they were touched at."""
+    return {k: {f: v for f, v in json.loads(raw).items() if f != "at"} for k, raw in table.items()}
 
 
 def stage_with(sends: Sends | None = None, **overrides: Any) -> tuple[WindowsStage, Sends, Table]:
@@ -232,7 +239,7 @@ def test_a_bundle_of_many_runs_is_folded_like_the_same_runs_one_by_one() -> None
     bundle = bundle_runs([metrics_json(config, e) for e in events], 1 << 20)
     handled = asyncio.run(bundled.handle(records(config.topics.runs_by_tier, bundle)))
     assert handled == len(events)  # the runs, for the per-event processing histogram
-    assert bundled.table == one_by_one.table
+    assert untimed(bundled.table) == untimed(one_by_one.table)
     assert sends_b.to(config.topics.aggregates)[-3:] == sends_a.to(config.topics.aggregates)[-3:]
 
 
@@ -274,3 +281,116 @@ def test_a_message_that_is_no_bundle_is_one_dead_letter(value: bytes) -> None:
     asyncio.run(stage.handle(records(config.topics.runs_by_tier, [value])))
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "processing_error"
+
+
+def now_us() -> int:
+    return to_epoch_us(datetime.now(UTC))
+
+
+DAY_US = 86_400 * 1_000_000
+
+
+def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_the_deletes() -> None:
+    sends = Sends(auto_ack=False)
+    stage, _, table = stage_with(sends, experiment_idle_ttl_s=86_400)
+    config = stage.settings
+
+    async def scenario() -> list[str]:
+        handling = asyncio.ensure_future(
+            stage.handle(
+                forwarded(config, run(1, tier="T0"), run(2, tier="T3"), run(1, experiment="other"))
+            )
+        )
+        while not handling.done():
+            for ack in sends.acks:
+                if not ack.done():
+                    ack.set_result(None)
+            await asyncio.sleep(0)
+        sends.sent.clear()
+        assert stage.idle.last.keys() == {"exp", "other"}
+        retiring = asyncio.ensure_future(stage.retire_idle(now_us() + DAY_US + 1_000_000))
+        await asyncio.sleep(0.01)
+        # the tombstones wait for the broker: nothing is deleted yet
+        assert not table.deletes
+        for ack in sends.acks:
+            if not ack.done():
+                ack.set_result(None)
+        while not retiring.done():
+            for ack in sends.acks:
+                if not ack.done():
+                    ack.set_result(None)
+            await asyncio.sleep(0)
+        return retiring.result()
+
+    retired = asyncio.run(scenario())
+    assert retired == ["exp", "other"]
+    tombstones = [
+        (key, value, partition)
+        for topic, key, value, partition in sends.sent
+        if topic == config.topics.aggregates
+    ]
+    assert sorted(tombstones) == sorted(
+        [
+            (b"exp/T0", None, partition_for("exp", 4)),
+            (b"exp/T3", None, partition_for("exp", 4)),
+            (b"other/T1", None, partition_for("other", 4)),
+        ]
+    )
+    assert sorted(k for k, _ in table.deletes) == [b"exp/T0", b"exp/T3", b"other/T1"]
+    assert all(pending == 0 for _, pending in table.deletes)
+    assert not table
+    assert not stage.cache
+    m = samples(stage.metrics)
+    assert not [name for name, _ in m if name.startswith("evalstream_tier_")]
+    assert not [labels for name, labels in m if name == "evalstream_runs_accepted_total"]
+    assert m[("evalstream_experiments_retired_total", ())] == 2
+    assert m[("evalstream_experiments", ())] == 0
+
+
+def test_an_experiment_with_one_active_tier_stays_and_a_retired_one_starts_fresh() -> None:
+    stage, sends, table = stage_with(experiment_idle_ttl_s=86_400)
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11)))))
+    stored = json.loads(table[b"exp/T0"])
+    stored["at"] -= 2 * DAY_US  # T0 last ran two days ago…
+    table[b"exp/T0"] = json.dumps(stored).encode()
+    stage.drop_cache()
+    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    asyncio.run(stage.handle(forwarded(config, run(1, tier="T5"))))  # …T5 runs now
+    assert asyncio.run(stage.retire_idle(now_us())) == []
+    assert b"exp/T0" in table
+
+    assert asyncio.run(stage.retire_idle(now_us() + DAY_US + 60_000_000)) == ["exp"]
+    assert not table
+    sends.sent.clear()
+    asyncio.run(stage.handle(forwarded(config, run(11, tier="T0"))))
+    [aggregate] = sends.to(config.topics.aggregates)
+    assert aggregate["runs"] == 1  # a fresh window
+
+
+def test_recovery_tracks_the_stored_touch_times_and_a_ttl_of_zero_retires_nothing() -> None:
+    stage, _, table = stage_with(experiment_idle_ttl_s=0)
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1))))
+    assert asyncio.run(stage.retire_idle(now_us() + 10_000 * DAY_US)) == []
+    assert b"exp/T1" in table
+
+    legacy, _, legacy_table = stage_with(experiment_idle_ttl_s=60)
+    stored = {k: v for k, v in json.loads(table[b"exp/T1"]).items() if k != "at"}
+    legacy_table[b"exp/T1"] = json.dumps(stored).encode()  # stored before touch times were kept
+    asyncio.run(legacy.on_recover({0, 1, 2, 3}))
+    assert asyncio.run(legacy.retire_idle(now_us())) == []  # counts as touched at recovery
+    assert asyncio.run(legacy.retire_idle(now_us() + 61_000_000)) == ["exp"]
+
+
+def test_a_state_with_a_bad_touch_time_is_quarantined() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1))))
+    stored = json.loads(table[b"exp/T1"])
+    stored["at"] = "yesterday"
+    table[b"exp/T1"] = json.dumps(stored).encode()
+    sends.sent.clear()
+    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert "touched" in letter["detail"]["error"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 
+from schemas.common import tier_sort_key
 from stream_app.core.experiment_state import (
     ExperimentTiers,
     experiment_from_json,
@@ -14,6 +15,7 @@ from stream_app.core.experiment_state import (
     medians_of_aggregate,
 )
 from stream_app.core.ingest import processing_error
+from stream_app.core.keys import split_tier_key
 from stream_app.metrics.cross_tier import TierMedians, cross_tier_report_from_medians
 from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import TableStage
@@ -36,11 +38,21 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         return experiment_from_json(raw)
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """Fold, dead-letter what failed, write and report each changed experiment once."""
-        items: list[tuple[str, tuple[str, TierMedians]]] = []
+        """Fold, dead-letter what failed, write and report each changed experiment once; an
+        experiment whose last tier retired (a tombstone, which arrives as empty bytes) is
+        deleted, and its report gets a tombstone."""
+        items: list[tuple[str, tuple[str, TierMedians | None]]] = []
         sources: list[Record] = []
         for record in batch:
             try:
+                if not record.value:
+                    if record.key is None:
+                        raise ValueError("a tombstone without a key")
+                    experiment_id, tier = split_tier_key(record.key.decode())
+                    tier_sort_key(tier)  # raises ValueError for a key that names no tier
+                    items.append((experiment_id, (tier, None)))
+                    sources.append(record)
+                    continue
                 aggregate = json.loads(record.value)
                 medians = medians_of_aggregate(aggregate)
                 items.append((str(aggregate["experiment_id"]), (str(aggregate["tier"]), medians)))
@@ -52,9 +64,15 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         await self.settle(folded, sources.__getitem__)
         for experiment_id, tiers in folded.states.items():
             key = experiment_id.encode()
+            report = folded.results[experiment_id]
+            if report is None:
+                await self.table.delete(key)
+                self.cache.pop(key, None)
+                await self.outputs.retire_experiment(experiment_id)
+                continue
             await self.table.put(key, experiment_to_json(tiers))
             self.cache[key] = tiers
-            await self.outputs.report(folded.results[experiment_id])
+            await self.outputs.report(report)
         return len(batch)
 
     def republish(self, key: str, state: ExperimentTiers) -> Callable[[], Awaitable[None]] | None:

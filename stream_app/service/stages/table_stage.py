@@ -4,6 +4,7 @@ A subclass says how one batch is folded and what one stored key publishes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -56,6 +57,9 @@ class TableStage(Generic[S]):
         self.cache: dict[bytes, S] = {}
         """Decoded states of the keys this worker handles, so a batch does not re-read the table;
         the table stays the truth: dropped on rebalance and whenever a batch fails."""
+        self.lock = asyncio.Lock()
+        """Held by a batch and by other writers of the table (retirement), which run between
+        batches on the same event loop."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -87,11 +91,12 @@ class TableStage(Generic[S]):
     async def handle(self, batch: Sequence[Record]) -> int:
         """Process one batch; a failed batch drops the cache, which may be ahead of the table.
         Returns the number of events it held."""
-        try:
-            return await self.handle_batch(batch)
-        except BaseException:
-            self.drop_cache()
-            raise
+        async with self.lock:
+            try:
+                return await self.handle_batch(batch)
+            except BaseException:
+                self.drop_cache()
+                raise
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
         """The subclass's batch; returns the number of events it held."""

@@ -16,6 +16,7 @@ from typing import Any
 from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
+from stream_app.core.retirement import IdleClock
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
@@ -45,10 +46,16 @@ def run_record(record: Record, run: Any, bundled: bool) -> Record:
 
 
 class WindowsStage(TableStage[TierState]):
-    """Folds each batch of runs into the tier windows of the table, once per key per batch."""
+    """Folds each batch of runs into the tier windows of the table, once per key per batch, and
+    retires the experiments that accepted no run for `experiment_idle_ttl_s`."""
 
     name = "window"
     table_name = "tier-windows"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.idle = IdleClock(self.settings.experiment_idle_ttl_s)
+        """When each experiment this worker owns last accepted a run (processing time)."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -105,8 +112,10 @@ class WindowsStage(TableStage[TierState]):
         now_us = to_epoch_us(datetime.now(UTC))
         for key, state in folded.states.items():
             key_bytes = key.encode()
+            state.touched_us = now_us
             await self.table.put(key_bytes, state.to_json())
             self.cache[key_bytes] = state
+            self.idle.touch(state.experiment_id, now_us)
             completed = added.get(key, [])
             self.metrics.accepted.labels(state.experiment_id, state.tier).inc(len(completed))
             for at_us in completed:
@@ -115,10 +124,46 @@ class WindowsStage(TableStage[TierState]):
         return events
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
-        """A recovered tier re-publishes its aggregate."""
+        """A recovered tier re-publishes its aggregate, and its experiment is tracked for
+        retirement from when it was last touched (a state stored without it: from now)."""
         aggregate = state.aggregate(self.settings)
+        touched = state.touched_us or to_epoch_us(datetime.now(UTC))
+        self.idle.touch(state.experiment_id, touched)
         return lambda: self.outputs.aggregate(aggregate)
 
+    async def on_recover(self, owned: set[int]) -> int:
+        """Re-publish the owned keys and track their experiments afresh."""
+        self.idle.clear()
+        return await super().on_recover(owned)
+
     def forget(self, key: str, raw: bytes) -> None:
-        """A lost tier's gauges go."""
-        self.metrics.remove_tier(*split_tier_key(key))
+        """A lost tier's gauges go, and its experiment is no longer this worker's to retire."""
+        experiment_id, tier = split_tier_key(key)
+        self.metrics.remove_tier(experiment_id, tier)
+        self.idle.forget(experiment_id)
+
+    async def retire_idle(self, now_us: int) -> list[str]:
+        """Retire every owned experiment idle for longer than the TTL: a tombstone for each of
+        its tiers on the aggregates topic (the cross-tier stage then retires the experiment),
+        acknowledged before the table entries are deleted (tombstones on the changelog), so a
+        crash in between retires it again after recovery; then its gauges go. Returns the
+        retired experiments."""
+        async with self.lock:
+            retiring = set(self.idle.idle(now_us))
+            if retiring:
+                keys = [
+                    key
+                    for key, raw in self.table.items()
+                    if raw is not None and self.experiment_of(key.decode()) in retiring
+                ]
+                for key in keys:
+                    await self.outputs.retire_tier(*split_tier_key(key.decode()))
+                await self.outputs.confirm()
+                for key in keys:
+                    await self.table.delete(key)
+                    self.cache.pop(key, None)
+                    self.metrics.remove_tier(*split_tier_key(key.decode()))
+                await self.outputs.confirm()
+                self.metrics.retired.inc(len(retiring))
+            self.metrics.experiments.set(len(self.idle.last))
+            return sorted(retiring)
