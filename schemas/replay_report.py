@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from schemas.aggregates import TierAggregate
 from schemas.common import OUTPUT_MODEL_CONFIG, RejectReason
@@ -30,6 +30,16 @@ class IgnoredCounts(BaseModel):
     late: int = Field(description="Older than every run of its full window.")
 
 
+class RetiredExperiment(BaseModel):
+    """An experiment retired during the replay: no run for `experiment_idle_ttl_s` of event
+    time (the latest `completed_at` read). Its runs before `at` left the final state."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    experiment_id: str
+    at: AwareDatetime = Field(description="The replay's event time when it retired.")
+
+
 class ReplayReport(BaseModel):
     """Final state after replaying a file of events."""
 
@@ -39,3 +49,6 @@ class ReplayReport(BaseModel):
     cross_tier: list[CrossTierReport] = Field(description="Sorted by experiment.")
     rejected: list[ReplayRejection]
     ignored: IgnoredCounts
+    retired: list[RetiredExperiment] = Field(
+        default_factory=list, description="In the order they retired; an id may come back."
+    )

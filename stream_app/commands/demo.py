@@ -92,7 +92,9 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
             batch = await consumer.getmany(timeout_ms=200)
             for tp, messages in batch.items():
                 for m in messages:
-                    if tp.topic == topics.aggregates:
+                    if m.value is None:  # a tombstone: a retired tier or experiment
+                        state.retire(m.key.decode(), tier=tp.topic == topics.aggregates)
+                    elif tp.topic == topics.aggregates:
                         agg = TierAggregate.model_validate_json(m.value)
                         state.aggregates[(agg.experiment_id, agg.tier)] = agg
                     elif tp.topic == topics.cross_tier:

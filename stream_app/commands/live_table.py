@@ -11,6 +11,7 @@ from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
+from stream_app.core.keys import split_tier_key
 
 HIGHLIGHT_S = 15.0
 GRADE_COLOURS = {"A": "32", "B": "36", "C": "33", "D": "35", "F": "31"}
@@ -23,6 +24,13 @@ class LiveState:
     aggregates: dict[tuple[str, str], TierAggregate] = field(default_factory=dict)
     reports: dict[str, CrossTierReport] = field(default_factory=dict)
     changes: list[tuple[float, GradeChange]] = field(default_factory=list)
+
+    def retire(self, key: str, tier: bool) -> None:
+        """A tombstone's key: a retired tier (`experiment/tier`) or experiment."""
+        if tier:
+            self.aggregates.pop(split_tier_key(key), None)
+        else:
+            self.reports.pop(key, None)
 
     def add_change(self, change: GradeChange, now: float | None = None) -> None:
         """Remember a grade change and when it arrived, to highlight it for a while."""

@@ -3,7 +3,11 @@ final state the worker converges to for the same events.
 
 Runs are folded into their windows in chunks with `fold_runs`, the worker's own window fold, so
 an exception on one run rejects that run (`processing_error`) exactly as the worker dead-letters
-it; a bad line never aborts the replay."""
+it; a bad line never aborts the replay.
+
+Experiments retire by the worker's rule (`core.retirement`) in event time: the replay's clock is
+the latest `completed_at` read so far, and a run counts as accepted at the clock's time when it
+was read, as the live worker accepts a run at the time it arrives."""
 
 from __future__ import annotations
 
@@ -13,12 +17,13 @@ from collections.abc import Iterable
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
 from schemas.grade_change import GradeChange
-from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
+from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport, RetiredExperiment
 from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
-from stream_app.core.keys import tier_key
+from stream_app.core.keys import split_tier_key, tier_key
+from stream_app.core.retirement import IdleClock
 from stream_app.core.tier_state import TierState, fold_runs
-from stream_app.core.window import AddOutcome, WindowEntry
+from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
 
 CHUNK_RUNS = 100_000
@@ -38,6 +43,10 @@ class Replay:
         self.grade_changes: list[GradeChange] = []
         self._pending: list[tuple[str, WindowEntry]] = []
         self._pending_lines: list[int] = []
+        self._pending_at: list[int] = []  # the clock when each pending run was read
+        self.idle = IdleClock(config.experiment_idle_ttl_s)
+        self.clock_us: int | None = None
+        self.retired: list[RetiredExperiment] = []
 
     def feed(self, raw: bytes, line: int) -> None:
         """One message (one physical line of the file)."""
@@ -48,8 +57,10 @@ class Replay:
             except Exception as exc:
                 result = processing_error("window", exc)
             else:
+                read_at = self._advance(entry.completed_at_us)
                 self._pending.append((tier_key(result.experiment_id, result.tier), entry))
                 self._pending_lines.append(line)
+                self._pending_at.append(read_at)
                 if len(self._pending) >= CHUNK_RUNS:
                     self.flush()
                 return
@@ -60,10 +71,36 @@ class Replay:
             ReplayRejection(line=line, reason=rejection.reason, detail=rejection.detail)
         )
 
+    def _advance(self, at_us: int) -> int:
+        """Move the event clock to a run's `completed_at`, retire what is then idle, and return
+        the clock."""
+        clock = at_us if self.clock_us is None else max(self.clock_us, at_us)
+        self.clock_us = clock
+        ttl = self.idle.ttl_us
+        if ttl and self._pending_at and clock - self._pending_at[0] > ttl:
+            self.flush()  # fold runs read more than a TTL ago: their experiments may be idle
+        if self.idle.due(clock):
+            self.flush()  # the pending runs may keep an experiment alive
+            self._retire()
+        return clock
+
+    def _retire(self) -> None:
+        if self.clock_us is None:
+            return
+        retiring = self.idle.idle(self.clock_us)
+        if not retiring:
+            return
+        gone = set(retiring)
+        for key in [k for k in self.tiers if split_tier_key(k)[0] in gone]:
+            del self.tiers[key]
+            self.latest.pop(key, None)
+        at = from_epoch_us(self.clock_us)
+        self.retired += [RetiredExperiment(experiment_id=e, at=at) for e in retiring]
+
     def flush(self) -> None:
         """Fold the pending runs into their windows (the worker's window fold)."""
-        runs, lines = self._pending, self._pending_lines
-        self._pending, self._pending_lines = [], []
+        runs, lines, read_at = self._pending, self._pending_lines, self._pending_at
+        self._pending, self._pending_lines, self._pending_at = [], [], []
         folded = fold_runs(runs, self.tiers.get, self.config)
         for failure in folded.failures:
             self._reject(lines[failure.index], processing_error("window", failure.error))
@@ -75,6 +112,8 @@ class Replay:
                 if step.outcome is not AddOutcome.ADDED:
                     self.ignored[step.outcome] += 1
                     self.ignored_lines[lines[index]] = step.outcome
+                else:
+                    self.idle.touch(split_tier_key(runs[index][0])[0], read_at[index])
                 if step.grade_change is not None:
                     self.grade_changes.append(step.grade_change)
 
@@ -88,6 +127,7 @@ class Replay:
     def aggregates(self) -> list[TierAggregate]:
         """Every tier's aggregate, by experiment then numeric tier."""
         self.flush()
+        self._retire()
         return sorted(self.latest.values(), key=lambda a: (a.experiment_id, tier_sort_key(a.tier)))
 
     def report(self) -> ReplayReport:
@@ -106,6 +146,7 @@ class Replay:
             ignored=IgnoredCounts(
                 duplicate=self.ignored[AddOutcome.DUPLICATE], late=self.ignored[AddOutcome.LATE]
             ),
+            retired=self.retired,
         )
 
 

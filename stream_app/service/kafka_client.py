@@ -151,8 +151,12 @@ async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) ->
 
 
 def last_by_key(records: Iterable[Any]) -> dict[bytes, bytes]:
-    """The latest value of every key (records in offset order within a partition)."""
+    """The latest value of every key (records in offset order within a partition), as a
+    compacted topic keeps them: a key whose latest record is a tombstone is gone."""
     latest: dict[bytes, bytes] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
-        latest[record.key] = record.value
+        if record.value is None:
+            latest.pop(record.key, None)
+        else:
+            latest[record.key] = record.value
     return latest

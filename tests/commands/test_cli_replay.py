@@ -23,7 +23,8 @@ def test_replay_file() -> None:
     proc = run("replay", str(SAMPLE_FILE))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert set(doc) == {"tiers", "cross_tier", "rejected", "ignored"}
+    assert set(doc) == {"tiers", "cross_tier", "rejected", "ignored", "retired"}
+    assert doc["retired"] == []
     assert len(doc["tiers"]) == 21
     assert [c["experiment_id"] for c in doc["cross_tier"]] == ["test-001", "test-002", "test-003"]
     assert doc["ignored"] == {"duplicate": 0, "late": 0}
