@@ -139,7 +139,12 @@ def panel(
     return result
 
 
-def variable(name: str, label: str, query: str) -> dict[str, Any]:
+def variable(name: str, label: str, query: str, include_all: bool = True) -> dict[str, Any]:
+    """A query variable. Without "All" it starts at the first value: the experiment selector,
+    since a deployment holds thousands of experiments and "All" would draw every one."""
+    current: dict[str, Any] = (
+        {"selected": True, "text": ["All"], "value": ["$__all"]} if include_all else {}
+    )
     return {
         "name": name,
         "label": label,
@@ -148,10 +153,10 @@ def variable(name: str, label: str, query: str) -> dict[str, Any]:
         "query": {"query": query, "refId": f"{name}-values"},
         "definition": query,
         "refresh": 2,
-        "includeAll": True,
+        "includeAll": include_all,
         "multi": True,
         "allValue": ".*",
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "current": current,
         "sort": 3,
     }
 
@@ -170,6 +175,63 @@ def overview() -> dict[str, Any]:
         "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]}
     }
     panels = [
+        row(lay, "Across all experiments"),
+        panel(
+            lay,
+            "table",
+            "Lowest full-window grades",
+            "The 10 tiers with the lowest grade on a full window, over every experiment (not only "
+            "the selected ones): where to look first among thousands.",
+            [
+                {
+                    **target(
+                        "bottomk(10, evalstream:tier_grade_points:full)", "{{experiment}} {{tier}}"
+                    ),
+                    "format": "table",
+                    "instant": True,
+                    "range": False,
+                }
+            ],
+            width=12,
+            height=7,
+            mappings=GRADE_MAPPINGS,
+            options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": False}]},
+            extra={
+                "transformations": [
+                    {
+                        "id": "organize",
+                        "options": {
+                            "excludeByName": {"Time": True},
+                            "renameByName": {"Value": "grade"},
+                        },
+                    }
+                ]
+            },
+        ),
+        panel(
+            lay,
+            "stat",
+            "Experiments and tiers",
+            "Experiments with a window on some worker, and the tiers with a gauge; both fall as "
+            "idle experiments retire (experiment_idle_ttl_s).",
+            [
+                target("sum(evalstream_experiments)", "experiments"),
+                target("count(evalstream:tier_grade_points)", "tiers", ref="B"),
+                target(
+                    "sum(increase(evalstream_experiments_retired_total[1d]))",
+                    "retired in 1d",
+                    ref="C",
+                ),
+            ],
+            width=12,
+            height=7,
+            options={
+                "colorMode": "none",
+                "graphMode": "area",
+                "textMode": "value_and_name",
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            },
+        ),
         row(lay, "Grades"),
         panel(
             lay,
@@ -410,6 +472,7 @@ def overview() -> dict[str, Any]:
                     "experiment",
                     "Experiment",
                     "label_values(evalstream:tier_grade_points, experiment)",
+                    include_all=False,
                 ),
                 variable(
                     "tier", "Tier", f"label_values(evalstream:tier_grade_points{{{EXP}}}, tier)"

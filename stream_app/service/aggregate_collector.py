@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from types import MappingProxyType
 from typing import Any, Final
 
 from prometheus_client.core import GaugeMetricFamily
@@ -25,6 +27,22 @@ from schemas.cross_tier import CrossTierReport
 from stream_app.metrics.grades import grade_points
 
 STATS: Final = ("median", "mean", "mode", "min", "max", "std_dev")
+DEFAULT_EXPORTED_STATISTICS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "pass_rate": ("mean",),
+        "impl_rate": ("mean",),
+        "composite_score": ("median",),
+        "cost_usd": ("median",),
+        "duration_seconds": ("median",),
+        "cost_of_pass": ("median",),
+        "code_bleu": ("median",),
+        "test_pass_rate": ("mean",),
+    }
+)
+"""The series budget: one statistic per field, the one the dashboards and alert rules read (a
+rate's mean is the share of runs; a score's or cost's median resists outliers). The setting
+`exported_statistics` selects others; every statistic is on the aggregates topic and in the
+query API whatever is exported."""
 TIER_STATS: Final = {
     "pass_rate": "evalstream_tier_pass_rate",
     "impl_rate": "evalstream_tier_impl_rate",
@@ -83,20 +101,25 @@ def label_value(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _stats(name: str, labels: str, stats: Statistics | None) -> str:
+def _stats(name: str, labels: str, stats: Statistics | None, which: tuple[str, ...]) -> str:
     if stats is None:
         return ""
     return "".join(
-        f'{name}{{{labels},stat="{stat}"}} {number(getattr(stats, stat))}\n' for stat in STATS
+        f'{name}{{{labels},stat="{stat}"}} {number(getattr(stats, stat))}\n' for stat in which
     )
 
 
-def tier_lines(agg: TierAggregate) -> tuple[str, ...]:
-    """One aggregate's lines, one string per family of `TIER_FAMILIES`."""
+def tier_lines(
+    agg: TierAggregate, exported: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS
+) -> tuple[str, ...]:
+    """One aggregate's lines, one string per family of `TIER_FAMILIES`; of each field's
+    statistics, those `exported` names (the series budget)."""
     labels = f'experiment="{label_value(agg.experiment_id)}",tier="{label_value(agg.tier)}"'
     return (
-        *(_stats(name, labels, getattr(agg, field)) for field, name in TIER_STATS.items()),
-        *(_stats(name, labels, getattr(agg, field)) for field, name in OPTIONAL_STATS.items()),
+        *(
+            _stats(name, labels, getattr(agg, field), exported.get(field, ()))
+            for field, name in (*TIER_STATS.items(), *OPTIONAL_STATS.items())
+        ),
         f"evalstream_tier_grade_points{{{labels}}} {number(grade_points(agg.grade))}\n",
         f"evalstream_tier_window_runs{{{labels}}} {number(agg.runs)}\n",
         f"evalstream_tier_window_capacity{{{labels}}} {number(agg.capacity)}\n",
@@ -149,10 +172,12 @@ class _Lines:
 class AggregateCollector:
     """The latest aggregate of every tier and report of every experiment this worker owns."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, exported: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS
+    ) -> None:
         self.tiers: dict[tuple[str, str], TierAggregate] = {}
         self.experiments: dict[str, CrossTierReport] = {}
-        self._tier_lines = _Lines(tier_lines)
+        self._tier_lines = _Lines(partial(tier_lines, exported=exported))
         self._experiment_lines = _Lines(experiment_lines)
         self._lock = threading.Lock()
 

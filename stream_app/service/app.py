@@ -122,7 +122,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
     install_consumer_positions()
     install_eager_delivery()
-    metrics = exporter or Exporter(__version__)
+    metrics = exporter or Exporter(__version__, settings.exported_statistics)
     topics, n = settings.topics, settings.partitions
     app = faust_app(settings)
 

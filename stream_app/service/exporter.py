@@ -4,9 +4,9 @@ same tier twice."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
-from typing import Final, get_args
+from typing import Any, Final, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,7 +24,10 @@ from prometheus_client.registry import Collector
 from schemas.aggregates import TierAggregate
 from schemas.common import RejectReason
 from schemas.cross_tier import CrossTierReport
-from stream_app.service.aggregate_collector import AggregateCollector
+from stream_app.service.aggregate_collector import (
+    DEFAULT_EXPORTED_STATISTICS,
+    AggregateCollector,
+)
 
 # A `_created` series beside every counter and histogram doubles their series, and nothing reads
 # them (Prometheus spots counter resets itself).
@@ -62,12 +65,18 @@ class ConsumerLag(Collector):
 class Exporter:
     """The Prometheus metrics of one worker, in a registry of its own (not the global one)."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(
+        self,
+        version: str,
+        exported_statistics: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         gauge = partial(Gauge, registry=self.registry)
         counter = partial(Counter, registry=self.registry)
         tier = ["experiment", "tier"]
-        self.aggregates = AggregateCollector()  # rendered by `render`, beside the registry
+        self.aggregates = AggregateCollector(
+            exported_statistics
+        )  # rendered by `render`, beside the registry
         self.received = counter("evalstream_runs_received", "Messages read from the input topic")
         self.accepted = counter(
             "evalstream_runs_accepted", "Runs that entered a window whose new state was saved", tier

@@ -10,7 +10,7 @@ one: entries you give replace or add models, the rest stay.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import (
@@ -31,6 +32,19 @@ from pydantic_settings import (
 from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP, dead_letter_max_bytes
 from stream_app.core.config import ONE_MIB, CoreConfig
 from stream_app.core.tier_state import MAX_ROW_BYTES
+from stream_app.service.aggregate_collector import DEFAULT_EXPORTED_STATISTICS, STATS
+
+TierField = Literal[
+    "pass_rate",
+    "impl_rate",
+    "composite_score",
+    "cost_usd",
+    "duration_seconds",
+    "cost_of_pass",
+    "code_bleu",
+    "test_pass_rate",
+]
+StatisticName = Literal["median", "mean", "mode", "min", "max", "std_dev"]
 
 PRODUCER_MAX_REQUEST_BYTES: Final = 4 * ONE_MIB
 """The worker's producer request limit; every message it sends is far below it."""
@@ -119,6 +133,11 @@ class Settings(CoreConfig, BaseSettings):
         le=PRODUCER_MAX_REQUEST_BYTES,
         description="The largest message the brokers accept (Kafka: message.max.bytes).",
     )
+    exported_statistics: dict[TierField, tuple[StatisticName, ...]] = Field(
+        default_factory=lambda: cast(Any, dict(DEFAULT_EXPORTED_STATISTICS)),
+        description="Which statistics of each field /metrics exports per tier (the series "
+        'budget); a field left out exports none, "all" exports every one.',
+    )
     retire_check_s: float = Field(
         default=60.0,
         gt=0,
@@ -137,6 +156,13 @@ class Settings(CoreConfig, BaseSettings):
         extra="forbid",
         frozen=True,
     )
+
+    @field_validator("exported_statistics", mode="before")
+    @classmethod
+    def _all_statistics(cls, value: Any) -> Any:
+        if value == "all":
+            return dict.fromkeys(DEFAULT_EXPORTED_STATISTICS, STATS)
+        return value
 
     @model_validator(mode="after")
     def _messages_fit_the_broker(self) -> Self:

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 from stage_doubles import samples
 
 from helpers import encode, make_event
@@ -9,7 +10,7 @@ from schemas import CrossTierReport, TierAggregate
 from stream_app import __version__
 from stream_app.core.replay import replay_lines
 from stream_app.service.exporter import Exporter
-from stream_app.service.settings import load_settings
+from stream_app.service.settings import ConfigError, load_settings
 
 
 def replayed(n_tiers: int) -> tuple[list[TierAggregate], list[CrossTierReport]]:
@@ -30,8 +31,8 @@ def test_a_tier_has_its_statistics_grade_window_and_pass_at_k() -> None:
     metrics = Exporter(__version__)
     [agg, *_] = replayed(1)[0]
     metrics.set_tier(agg)
-    labels = (("experiment", "exp"), ("stat", "median"), ("tier", "T0"))
-    assert series(metrics, "evalstream_tier_pass_rate")[labels] == agg.pass_rate.median
+    labels = (("experiment", "exp"), ("stat", "mean"), ("tier", "T0"))
+    assert series(metrics, "evalstream_tier_pass_rate") == {labels: agg.pass_rate.mean}
     tier = (("experiment", "exp"), ("tier", "T0"))
     assert series(metrics, "evalstream_tier_window_runs") == {tier: 3}
     assert series(metrics, "evalstream_tier_grade_points")[tier] in (0, 1, 2, 3, 4)
@@ -83,3 +84,71 @@ def test_the_consumer_lag_is_replaced_as_a_whole() -> None:
     }
     metrics.consumer_lag.replace({})
     assert not series(metrics, "evalstream_consumer_lag_messages")
+
+
+def tier_series(metrics: Exporter) -> dict[str, int]:
+    """Series per family that carry a tier label."""
+    counts: dict[str, int] = {}
+    for name, labels in samples(metrics):
+        if ("tier", "T1") in labels:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def full_experiment(metrics: Exporter) -> None:
+    lines = [
+        encode(make_event(run_id=f"{t}-{i}", experiment_id="exp", tier=f"T{t}", passed=i % 3 > 0))
+        for t in range(2)
+        for i in range(10)
+    ]
+    report = replay_lines(lines, load_settings())
+    for agg in report.tiers:
+        metrics.set_tier(agg)
+        metrics.accepted.labels("exp", agg.tier).inc(10)
+    metrics.set_experiment(report.cross_tier[0])
+
+
+def test_the_series_budget_of_a_tier_by_default() -> None:
+    """The README's figure: 14 series per tier (with a full window, before any grade change),
+    plus one per grade-change direction, plus 4 per experiment."""
+    metrics = Exporter(__version__)
+    full_experiment(metrics)
+    counts = tier_series(metrics)
+    assert counts == {
+        "evalstream_tier_pass_rate": 1,
+        "evalstream_tier_impl_rate": 1,
+        "evalstream_tier_composite_score": 1,
+        "evalstream_tier_cost_usd": 1,
+        "evalstream_tier_duration_seconds": 1,
+        "evalstream_tier_cost_of_pass_usd": 1,
+        "evalstream_tier_grade_points": 1,
+        "evalstream_tier_window_runs": 1,
+        "evalstream_tier_window_capacity": 1,
+        "evalstream_tier_pass_at_k": 3,
+        "evalstream_tier_uplift_ratio": 1,
+        "evalstream_runs_accepted_total": 1,
+    }
+    assert sum(counts.values()) == 14
+    experiment = [n for n, labels in samples(metrics) if labels == (("experiment", "exp"),)]
+    assert len(experiment) == 4
+
+
+def test_all_statistics_can_be_selected() -> None:
+    settings = load_settings(exported_statistics="all")
+    metrics = Exporter(__version__, settings.exported_statistics)
+    full_experiment(metrics)
+    counts = tier_series(metrics)
+    assert counts["evalstream_tier_pass_rate"] == 6
+    assert sum(counts.values()) == 14 + 6 * 5
+    chosen = load_settings(exported_statistics={"cost_usd": ["min", "max"]})
+    metrics = Exporter(__version__, chosen.exported_statistics)
+    full_experiment(metrics)
+    stats = [n for n in tier_series(metrics) if n.endswith(("_rate", "_usd", "_score", "_seconds"))]
+    assert stats == ["evalstream_tier_cost_usd"]
+    assert tier_series(metrics)["evalstream_tier_cost_usd"] == 2
+
+
+def test_an_unknown_statistic_or_field_is_a_configuration_error() -> None:
+    for bad in ({"cost_usd": ["p99"]}, {"tokens": ["mean"]}, "some"):
+        with pytest.raises(ConfigError, match="exported_statistics"):
+            load_settings(exported_statistics=bad)
