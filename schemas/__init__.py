@@ -10,7 +10,14 @@ from schemas.common import ExtendedFloat, Grade, RejectReason, TierName, tier_so
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import DeadLetter, MessageOrigin
 from schemas.grade_change import GradeChange
-from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport
+from schemas.query_api import (
+    ApiError,
+    ExperimentDetail,
+    ExperimentList,
+    ExperimentSummary,
+    TierSummary,
+)
+from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport, RetiredExperiment
 from schemas.run_bundle import RunBundle, bundle_runs
 from schemas.run_completed import (
     CodeSample,
@@ -23,9 +30,13 @@ from schemas.run_completed import (
 from schemas.run_metrics import RunMetrics
 
 __all__ = [
+    "ApiError",
     "CodeSample",
     "CrossTierReport",
     "DeadLetter",
+    "ExperimentDetail",
+    "ExperimentList",
+    "ExperimentSummary",
     "ExtendedFloat",
     "FunctionalCorrectnessMetrics",
     "Grade",
@@ -37,6 +48,7 @@ __all__ = [
     "RejectReason",
     "ReplayRejection",
     "ReplayReport",
+    "RetiredExperiment",
     "RunBundle",
     "RunCompleted",
     "RunMetrics",
@@ -45,6 +57,7 @@ __all__ = [
     "TestCounts",
     "TierAggregate",
     "TierName",
+    "TierSummary",
     "TokenUsage",
     "bundle_runs",
     "tier_sort_key",

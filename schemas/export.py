@@ -24,6 +24,9 @@ MESSAGES: Final[dict[str, tuple[type[BaseModel], Literal["validation", "serializ
     "grade-change": (schemas.GradeChange, "serialization"),
     "dead-letter": (schemas.DeadLetter, "serialization"),
     "replay-report": (schemas.ReplayReport, "serialization"),
+    "api-experiment-list": (schemas.ExperimentList, "serialization"),
+    "api-experiment": (schemas.ExperimentDetail, "serialization"),
+    "api-error": (schemas.ApiError, "serialization"),
     "semantic-closeness-metrics": (schemas.SemanticClosenessMetrics, "serialization"),
     "functional-correctness-metrics": (schemas.FunctionalCorrectnessMetrics, "serialization"),
 }

@@ -152,6 +152,19 @@ def _cmd_pass_at_k(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    from stream_app.commands.status import StatusError, status
+
+    settings = load_settings(args.config)
+    base = args.url or f"http://{settings.web_bind}:{settings.web_port}"
+    try:
+        print(status(base, args.experiment, args.json))
+    except StatusError as exc:
+        print(f"stream-app status: {exc}", file=sys.stderr)
+        return EXIT_REJECTED
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `stream-app` command line, one sub-command per task, each with its handler."""
     parser = argparse.ArgumentParser(
@@ -210,6 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     _add_config(demo)
     demo.set_defaults(handler=_cmd_demo)
+
+    status = sub.add_parser(
+        "status",
+        help="the experiments a worker group holds now (query API), or one experiment's tiers",
+    )
+    status.add_argument("experiment", nargs="?", metavar="EXPERIMENT", help="one experiment's id")
+    status.add_argument(
+        "--url", metavar="URL", help="a worker's web address (default: web_bind and web_port)"
+    )
+    status.add_argument("--json", action="store_true", help="print the API's JSON as it is")
+    _add_config(status)
+    status.set_defaults(handler=_cmd_status)
 
     codebleu = sub.add_parser(
         "codebleu", help="CodeBLEU of a candidate file against a reference file, as JSON"

@@ -47,6 +47,7 @@ from stream_app.service.kafka_compat import (
     owned_partitions,
 )
 from stream_app.service.outputs import Outputs
+from stream_app.service.query_api import QueryAnswers, QueryApi
 from stream_app.service.quiet_monitor import QuietMonitor
 from stream_app.service.settings import (
     MESSAGE_OVERHEAD_BYTES,
@@ -112,6 +113,7 @@ def faust_app(settings: Settings) -> faust.App:
         web_host=settings.web_bind,
         web_port=settings.web_port,
         web_transport="tcp://",
+        canonical_url=settings.canonical_url,
         Monitor=QuietMonitor,
     )
 
@@ -202,6 +204,9 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
             log.info("retired %d idle experiments, e.g. %s", len(retired), retired[0])
 
     install_pages(app, health, metrics)
+    answers = QueryAnswers(metrics.aggregates)
+    ready = lambda: health.ready(app.rebalancing)  # noqa: E731
+    QueryApi(app, answers, ready, CrossTierStage.table_name).install()
     return app
 
 

@@ -9,6 +9,7 @@ one: entries you give replace or add models, the rest stay.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any, Final, Literal, Self, cast
 
@@ -104,6 +105,11 @@ class Settings(CoreConfig, BaseSettings):
     data_dir: Path = Field(default=Path(".evalstream"), description="Faust's data directory.")
     web_bind: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)
+    advertised_url: str | None = Field(
+        default=None,
+        description="How the other workers reach this one's web server (query API routing); "
+        "default http://web_bind:web_port, with the host name when bound to all addresses.",
+    )
     session_timeout_s: float = Field(default=10.0, gt=0)
     heartbeat_interval_s: float = Field(default=3.0, gt=0)
     batch_max_events: int = Field(
@@ -184,6 +190,16 @@ class Settings(CoreConfig, BaseSettings):
                 f"broker_max_message_bytes {limit}"
             )
         return self
+
+    @property
+    def canonical_url(self) -> str:
+        """This worker's web address as the other workers use it."""
+        if self.advertised_url:
+            return self.advertised_url.rstrip("/")
+        host = self.web_bind
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        return f"http://{host}:{self.web_port}"
 
     @property
     def bootstrap_servers(self) -> list[str]:

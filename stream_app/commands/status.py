@@ -1,0 +1,77 @@
+"""`stream-app status [EXPERIMENT]`: the query API of a worker (any worker: it routes), printed as
+a table. Plain HTTP from the standard library; `--json` prints the API's answer as it is."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Final
+
+from schemas.query_api import ExperimentDetail, ExperimentList
+from stream_app.commands.live_table import LiveState, render
+
+TIMEOUT_S: Final = 15.0
+
+
+class StatusError(Exception):
+    """The worker could not answer, or said why not (a 404's one-line reason)."""
+
+
+def api_url(base: str, experiment: str | None) -> str:
+    """The API address for the list or one experiment (its id percent-encoded, `/` too)."""
+    root = base.rstrip("/") + "/api/experiments"
+    return root if experiment is None else f"{root}/{urllib.parse.quote(experiment, safe='')}"
+
+
+def fetch(url: str) -> bytes:
+    """GET the API; a non-200 answer raises with the API's reason."""
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+            body: bytes = response.read()
+            return body
+    except urllib.error.HTTPError as exc:
+        try:
+            reason = json.loads(exc.read())["error"]
+        except Exception:
+            reason = exc.reason
+        raise StatusError(f"{exc.code}: {reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        why = getattr(exc, "reason", exc)
+        raise StatusError(f"cannot reach the worker at {url}: {why}") from None
+
+
+def list_table(answer: ExperimentList) -> str:
+    """One line per experiment: its tiers' grades and its last update."""
+    lines = [f"{'experiment':<28} {'tiers':>5}  {'grades':<40} last update"]
+    for exp in answer.experiments:
+        grades = " ".join(f"{t.tier}:{t.grade}" for t in exp.tiers)
+        lines.append(
+            f"{exp.experiment_id[:28]:<28} {len(exp.tiers):>5}  {grades[:40]:<40} "
+            f"{exp.last_update.isoformat()}"
+        )
+    if not answer.experiments:
+        lines.append("(no experiment yet)")
+    lines.append(f"{len(answer.experiments)} experiment(s) from {answer.workers} worker(s)")
+    return "\n".join(lines)
+
+
+def detail_table(answer: ExperimentDetail) -> str:
+    """An experiment's tiers as the demo's table."""
+    state = LiveState()
+    for agg in answer.tiers:
+        state.aggregates[(agg.experiment_id, agg.tier)] = agg
+    if answer.cross_tier is not None:
+        state.reports[answer.experiment_id] = answer.cross_tier
+    return render(state, f"experiment {answer.experiment_id}", colour=False)
+
+
+def status(base: str, experiment: str | None, as_json: bool) -> str:
+    """What `stream-app status` prints."""
+    body = fetch(api_url(base, experiment))
+    if as_json:
+        return body.decode()
+    if experiment is None:
+        return list_table(ExperimentList.model_validate_json(body))
+    return detail_table(ExperimentDetail.model_validate_json(body))

@@ -1,0 +1,207 @@
+"""The query API: the current state of the experiments as JSON, for people and scripts that want it
+without PromQL.
+
+    GET /api/experiments                        ids, tiers, grades, last update (every worker's)
+    GET /api/experiments/{id}                   every tier's TierAggregate and the CrossTierReport
+    GET /api/experiments/{id}/tiers/{tier}      one TierAggregate
+
+A worker owns whole experiments (see `partitioning`); it answers from the aggregates and reports
+it last published, which the gauges also render (`AggregateCollector`). Any worker answers: a
+request for an experiment another worker owns is forwarded to it (Faust's table routing gives the
+owner of the experiment's partition), and the list asks every worker of the group. A forwarded
+request carries `scope=local`, so it is answered where it lands and never forwarded again.
+Experiment ids with a `/` are percent-encoded in the path (`%2F`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Final
+
+import aiohttp
+from pydantic import BaseModel
+
+from schemas.aggregates import TierAggregate
+from schemas.common import tier_sort_key
+from schemas.query_api import (
+    ApiError,
+    ExperimentDetail,
+    ExperimentList,
+    ExperimentSummary,
+    TierSummary,
+)
+from stream_app.service.aggregate_collector import AggregateCollector
+
+TIERS: Final = tuple(f"T{i}" for i in range(100))
+"""Every tier name the contract allows (`T0` … `T99`)."""
+PEER_TIMEOUT_S: Final = 10.0
+JSON: Final = "application/json"
+
+
+class QueryAnswers:
+    """The answers of one worker, from what it owns: pure lookups, no I/O."""
+
+    def __init__(self, collector: AggregateCollector) -> None:
+        self.collector = collector
+
+    def tiers_of(self, experiment_id: str) -> list[TierAggregate]:
+        """An experiment's tiers on this worker, by numeric tier."""
+        tiers = self.collector.tiers
+        return [agg for t in TIERS if (agg := tiers.get((experiment_id, t))) is not None]
+
+    def summaries(self) -> list[ExperimentSummary]:
+        """Every experiment this worker owns, by id."""
+        by_experiment: dict[str, list[TierAggregate]] = {}
+        for (experiment_id, _), agg in list(self.collector.tiers.items()):
+            by_experiment.setdefault(experiment_id, []).append(agg)
+        return [summary(e, by_experiment[e]) for e in sorted(by_experiment)]
+
+    def experiment(self, experiment_id: str) -> ExperimentDetail | None:
+        """An experiment's aggregates and report; None when this worker has none of it."""
+        tiers = self.tiers_of(experiment_id)
+        if not tiers:
+            return None
+        report = self.collector.experiments.get(experiment_id)
+        return ExperimentDetail(experiment_id=experiment_id, tiers=tiers, cross_tier=report)
+
+    def tier(self, experiment_id: str, tier: str) -> TierAggregate | None:
+        """One tier's aggregate, or None."""
+        return self.collector.tiers.get((experiment_id, tier))
+
+
+def summary(experiment_id: str, tiers: list[TierAggregate]) -> ExperimentSummary:
+    """One line of the experiment list."""
+    ordered = sorted(tiers, key=lambda a: tier_sort_key(a.tier))
+    return ExperimentSummary(
+        experiment_id=experiment_id,
+        tiers=[
+            TierSummary(
+                tier=a.tier,
+                grade=a.grade,
+                runs=a.runs,
+                capacity=a.capacity,
+                composite_median=a.composite_score.median,
+                latest_completed_at=a.latest_completed_at,
+            )
+            for a in ordered
+        ],
+        last_update=max(a.latest_completed_at for a in ordered),
+    )
+
+
+def body(model: BaseModel) -> bytes:
+    """A model as the API writes it: exactly its JSON Schema's shape."""
+    return model.model_dump_json().encode()
+
+
+def error(text: str) -> bytes:
+    """A one-line error body."""
+    return body(ApiError(error=text))
+
+
+class QueryApi:
+    """The three pages on the Faust app's web server (`install`)."""
+
+    def __init__(
+        self,
+        app: Any,
+        answers: QueryAnswers,
+        ready: Callable[[], bool],
+        owner_table: str,
+    ) -> None:
+        self.app = app
+        self.answers = answers
+        self.ready = ready
+        self.owner_table = owner_table
+
+    def install(self) -> None:
+        """Register the pages."""
+        app = self.app
+
+        @app.page("/api/experiments")  # type: ignore[untyped-decorator]
+        async def experiments(web: Any, request: Any) -> Any:
+            status, payload = await self.list_experiments(request.query.get("scope") == "local")
+            return web.bytes(payload, content_type=JSON, status=status)
+
+        @app.page("/api/experiments/{experiment}")  # type: ignore[untyped-decorator]
+        async def experiment(web: Any, request: Any, experiment: str) -> Any:
+            status, payload = await self.one(request, experiment, None)
+            return web.bytes(payload, content_type=JSON, status=status)
+
+        @app.page("/api/experiments/{experiment}/tiers/{tier}")  # type: ignore[untyped-decorator]
+        async def tier(web: Any, request: Any, experiment: str, tier: str) -> Any:
+            status, payload = await self.one(request, experiment, tier)
+            return web.bytes(payload, content_type=JSON, status=status)
+
+    def not_ready(self) -> tuple[int, bytes] | None:
+        """503 while the worker rebalances or recovers: what it owns is not known yet."""
+        if self.ready():
+            return None
+        return 503, error("the worker is rebalancing or recovering its tables; try again shortly")
+
+    async def one(self, request: Any, experiment_id: str, tier: str | None) -> tuple[int, bytes]:
+        """An experiment or one of its tiers, from its owner."""
+        if (busy := self.not_ready()) is not None:
+            return busy
+        if request.query.get("scope") != "local":
+            try:
+                owner = str(self.app.router.key_store(self.owner_table, experiment_id.encode()))
+            except Exception:  # no owner known for its partition: a rebalance is under way
+                return 503, error("no worker owns this experiment's partition yet; try again")
+            if owner.rstrip("/") != str(self.app.conf.canonical_url).rstrip("/"):
+                return await self.forward(owner, request.rel_url.raw_path)
+        if tier is None:
+            detail = self.answers.experiment(experiment_id)
+            if detail is None:
+                return 404, error(f"unknown experiment {experiment_id!r} (never seen, or retired)")
+            return 200, body(detail)
+        try:
+            tier_sort_key(tier)
+        except ValueError:
+            return 404, error(f"{tier!r} is not a tier name (T0 … T99)")
+        agg = self.answers.tier(experiment_id, tier)
+        if agg is None:
+            if self.answers.experiment(experiment_id) is None:
+                return 404, error(f"unknown experiment {experiment_id!r} (never seen, or retired)")
+            return 404, error(f"experiment {experiment_id!r} has no tier {tier}")
+        return 200, body(agg)
+
+    async def forward(self, owner: str, raw_path: str) -> tuple[int, bytes]:
+        """Ask the owning worker; its answer is passed on as it is."""
+        url = f"{owner.rstrip('/')}{raw_path}?scope=local"
+        try:
+            status, payload = await fetch(url)
+        except Exception as exc:
+            return 502, error(f"the owning worker {owner} did not answer: {type(exc).__name__}")
+        return status, payload
+
+    async def list_experiments(self, local: bool) -> tuple[int, bytes]:
+        """This worker's experiments, and unless `local` every other worker's."""
+        if (busy := self.not_ready()) is not None:
+            return busy
+        mine = self.answers.summaries()
+        if local:
+            return 200, body(ExperimentList(experiments=mine, workers=1))
+        own = str(self.app.conf.canonical_url).rstrip("/")
+        peers = sorted(
+            url.rstrip("/") for url in self.app.router.tables_metadata() if url.rstrip("/") != own
+        )
+        answers = await asyncio.gather(
+            *(fetch(f"{peer}/api/experiments?scope=local") for peer in peers),
+            return_exceptions=True,
+        )
+        experiments = list(mine)
+        for peer, answer in zip(peers, answers, strict=True):
+            if isinstance(answer, BaseException) or answer[0] != 200:
+                what = type(answer).__name__ if isinstance(answer, BaseException) else answer[0]
+                return 502, error(f"worker {peer} did not answer the list ({what}); try again")
+            experiments += ExperimentList.model_validate_json(answer[1]).experiments
+        experiments.sort(key=lambda s: s.experiment_id)
+        return 200, body(ExperimentList(experiments=experiments, workers=1 + len(peers)))
+
+
+async def fetch(url: str) -> tuple[int, bytes]:
+    """GET a URL: (status, body)."""
+    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT_S)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
+        return response.status, await response.read()

@@ -1,0 +1,156 @@
+"""The query API with two workers on the embedded broker: every key answered from either worker,
+identical to the latest aggregates and reports on the output topics; unknown ids 404; and
+`stream-app status` prints it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness import (
+    Worker,
+    latest,
+    outputs_equal_replay,
+    produce_lines,
+    require_tansu,
+    settings_for,
+    wait_until,
+)
+from helpers import SAMPLE_FILE, encode, make_event
+from stream_app.commands.broker import EmbeddedBroker
+from stream_app.service.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+EXTRA = [  # more experiments, so that both workers own some; one id with a slash and a space
+    encode(make_event(run_id=f"x{e}-{t}-{i}", experiment_id=name, tier=f"T{t}"))
+    for e, name in enumerate([f"exp-{n:02d}" for n in range(12)] + ["team a/exp 1"])
+    for t in range(2)
+    for i in range(3)
+]
+LINES = SAMPLE + EXTRA
+
+
+def get(port: int, path: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=20) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def quoted(experiment: str) -> str:
+    return urllib.parse.quote(experiment, safe="")
+
+
+@pytest.fixture(scope="module")
+def group(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Settings, list[Worker]]]:
+    require_tansu()
+    workdir = tmp_path_factory.mktemp("query-api")
+    with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
+        workers = [Worker(broker, workdir, name) for name in ("w1", "w2")]
+        try:
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.wait_ready()
+            settings = settings_for(broker)
+            produce_lines(settings, LINES)
+            wait_until(
+                lambda: outputs_equal_replay(settings, LINES),
+                timeout=90,
+                what="outputs equal to replay",
+            )
+
+            def both_own_some() -> bool:
+                local = [get(w.port, "/api/experiments?scope=local") for w in workers]
+                return all(status == 200 and body["experiments"] for status, body in local)
+
+            wait_until(both_own_some, timeout=60, what="both workers ready and owning experiments")
+            yield settings, workers
+        finally:
+            for worker in workers:
+                worker.stop()
+
+
+def test_every_key_is_answered_by_either_worker_as_on_the_output_topics(
+    group: tuple[Settings, list[Worker]],
+) -> None:
+    settings, workers = group
+    aggregates = latest(settings, settings.topics.aggregates)
+    reports = latest(settings, settings.topics.cross_tier)
+    experiments = sorted({k.decode().rpartition("/")[0] for k in aggregates})
+    assert len(experiments) == 16
+    for worker in workers:
+        status, listing = get(worker.port, "/api/experiments")
+        assert status == 200, listing
+        assert listing["workers"] == 2
+        assert [e["experiment_id"] for e in listing["experiments"]] == experiments
+        for entry in listing["experiments"]:
+            for tier in entry["tiers"]:
+                agg = aggregates[f"{entry['experiment_id']}/{tier['tier']}".encode()]
+                assert (tier["grade"], tier["runs"]) == (agg["grade"], agg["runs"])
+        for experiment in experiments:
+            status, detail = get(worker.port, f"/api/experiments/{quoted(experiment)}")
+            assert status == 200, (experiment, detail)
+            want = [v for k, v in aggregates.items() if k.decode().rpartition("/")[0] == experiment]
+            assert detail["tiers"] == sorted(want, key=lambda a: int(a["tier"][1:]))
+            assert detail["cross_tier"] == reports[experiment.encode()]
+            for agg in want:
+                path = f"/api/experiments/{quoted(experiment)}/tiers/{agg['tier']}"
+                assert get(worker.port, path) == (200, agg)
+    local = [
+        {e["experiment_id"] for e in get(w.port, "/api/experiments?scope=local")[1]["experiments"]}
+        for w in workers
+    ]
+    assert local[0]
+    assert local[1]
+    assert not local[0] & local[1]  # each experiment has one owner…
+    assert local[0] | local[1] == set(experiments)  # …and the others were forwarded to it
+
+
+def test_unknown_ids_are_404_with_a_one_line_reason(group: tuple[Settings, list[Worker]]) -> None:
+    _, workers = group
+    for worker in workers:
+        status, body = get(worker.port, "/api/experiments/no-such-experiment")
+        assert status == 404
+        assert body == {"error": "unknown experiment 'no-such-experiment' (never seen, or retired)"}
+        status, body = get(worker.port, "/api/experiments/exp-01/tiers/T9")
+        assert (status, body) == (404, {"error": "experiment 'exp-01' has no tier T9"})
+        status, body = get(worker.port, "/api/experiments/exp-01/tiers/gold")
+        assert status == 404
+        assert "not a tier name" in body["error"]
+
+
+def test_stream_app_status_prints_the_list_and_one_experiment(
+    group: tuple[Settings, list[Worker]],
+) -> None:
+    _, workers = group
+    url = f"http://127.0.0.1:{workers[1].port}"
+    cli = [sys.executable, "-m", "stream_app", "status", "--url", url]
+    listing = subprocess.run(cli, capture_output=True, text=True, timeout=60, check=True)
+    assert "16 experiment(s) from 2 worker(s)" in listing.stdout
+    assert "team a/exp 1" in listing.stdout
+    one = subprocess.run(
+        [*cli, "team a/exp 1"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "experiment team a/exp 1" in one.stdout
+    assert one.stdout.count("team a/exp 1") == 3  # the header and its two tiers
+    unknown = subprocess.run(
+        [*cli, "nope"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip() == (
+        "stream-app status: 404: unknown experiment 'nope' (never seen, or retired)"
+    )
