@@ -124,7 +124,11 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
     install_consumer_positions()
     install_eager_delivery()
-    metrics = exporter or Exporter(__version__, settings.exported_statistics)
+    if exporter is None:
+        metrics = Exporter(__version__, settings.exported_statistics)
+        metrics.watch_gc()
+    else:
+        metrics = exporter
     topics, n = settings.topics, settings.partitions
     app = faust_app(settings)
 
@@ -185,10 +189,29 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
         windows.on_revoked({tp.partition for tp in revoked if tp.topic == topics.runs_by_tier})
         cross_tier.on_revoked({tp.partition for tp in revoked if tp.topic == topics.aggregates})
 
+    install_timers(app, settings, metrics, windows=windows, health=health, sources=set(sources))
+    install_pages(app, health, metrics)
+    answers = QueryAnswers(metrics.aggregates)
+    ready = lambda: health.ready(app.rebalancing)  # noqa: E731
+    QueryApi(app, answers, ready, CrossTierStage.table_name).install()
+    return app
+
+
+def install_timers(
+    app: faust.App,
+    settings: Settings,
+    metrics: Exporter,
+    *,
+    windows: WindowsStage,
+    health: Health,
+    sources: set[str],
+) -> None:
+    """The worker's periodic work: the consumer-lag gauge, and retirement."""
+
     @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
     async def export_consumer_lag() -> None:
         """Messages behind the fetch high watermark, per assigned source partition."""
-        metrics.consumer_lag.replace(consumer_lag(app.consumer, set(sources)))
+        metrics.consumer_lag.replace(consumer_lag(app.consumer, sources))
 
     @app.timer(interval=settings.retire_check_s)  # type: ignore[untyped-decorator]
     async def retire_idle_experiments() -> None:
@@ -202,12 +225,6 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
             stop_fatally("retirement", exc)
         if retired:
             log.info("retired %d idle experiments, e.g. %s", len(retired), retired[0])
-
-    install_pages(app, health, metrics)
-    answers = QueryAnswers(metrics.aggregates)
-    ready = lambda: health.ready(app.rebalancing)  # noqa: E731
-    QueryApi(app, answers, ready, CrossTierStage.table_name).install()
-    return app
 
 
 def windows_batch_max(settings: Settings) -> int:

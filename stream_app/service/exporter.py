@@ -4,6 +4,8 @@ same tier twice."""
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any, Final, get_args
@@ -79,7 +81,7 @@ class Exporter:
         )  # rendered by `render`, beside the registry
         self.received = counter("evalstream_runs_received", "Messages read from the input topic")
         self.accepted = counter(
-            "evalstream_runs_accepted", "Runs that entered a window whose new state was saved", tier
+            "evalstream_runs_accepted", "Runs that entered a window whose new state was saved"
         )
         self.rejected = counter("evalstream_runs_rejected", "Messages dead-lettered", ["reason"])
         self.ignored = counter(
@@ -126,6 +128,13 @@ class Exporter:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 86400),
             registry=self.registry,
         )
+        self.gc_pause = Histogram(
+            "evalstream_gc_pause_seconds",
+            "Pauses of the garbage collector (every thread waits), by generation",
+            ["generation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=self.registry,
+        )
         self.consumer_lag = ConsumerLag()
         self.registry.register(self.consumer_lag)
         self.build_info = gauge("evalstream_build_info", "evalstream's version", ["version"])
@@ -135,6 +144,20 @@ class Exporter:
         for ignored in ("duplicate", "late"):
             self.ignored.labels(reason=ignored)
 
+    def watch_gc(self) -> None:
+        """Time every collection of the garbage collector into `gc_pause` (a full collection
+        stops the event loop, `/healthz` included, for as long as it lasts)."""
+        started: list[float] = [0.0]
+        children = [self.gc_pause.labels(generation=str(g)) for g in range(3)]
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                children[info["generation"]].observe(time.perf_counter() - started[0])
+
+        gc.callbacks.append(callback)
+
     def declare(self, stages: Iterable[str], tables: Iterable[str]) -> None:
         """Create the per-stage and per-table series at 0, so that rates exist before traffic."""
         for stage in stages:
@@ -142,20 +165,20 @@ class Exporter:
         for table in tables:
             self.quarantined.labels(table=table)
 
-    def set_tier(self, agg: TierAggregate) -> None:
-        """Mirror a tier's latest aggregate in its gauges (built at scrape time)."""
-        self.aggregates.tiers[(agg.experiment_id, agg.tier)] = agg
+    def set_tier(self, agg: TierAggregate, raw: bytes | None = None) -> None:
+        """Mirror a tier's latest aggregate (`raw`: its JSON as published) in its gauges."""
+        self.aggregates.set_tier(agg, raw if raw is not None else agg.model_dump_json().encode())
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
         """Drop a tier's series, its counters' too: another worker owns it now, or it retired."""
         self.aggregates.tiers.pop((experiment_id, tier), None)
-        self.accepted.remove(experiment_id, tier)
         for direction in ("drop", "rise"):
             self.grade_changes.remove(experiment_id, tier, direction)
 
-    def set_experiment(self, report: CrossTierReport) -> None:
+    def set_experiment(self, report: CrossTierReport, raw: bytes | None = None) -> None:
         """Mirror an experiment's latest cross-tier report in its gauges."""
-        self.aggregates.experiments[report.experiment_id] = report
+        json = raw if raw is not None else report.model_dump_json().encode()
+        self.aggregates.set_experiment(report, json)
 
     def remove_experiment(self, experiment_id: str) -> None:
         """Drop an experiment's series: another worker owns it now."""
@@ -166,10 +189,11 @@ class Exporter:
         yield from self.registry.collect()
         yield from self.aggregates.describe()
 
-    def render_chunks(self) -> list[bytes]:
-        """The text exposition format in chunks (one per aggregate family), for `/metrics`:
-        slow on a big worker, so `web.py` runs it on a thread and sends it chunk by chunk."""
-        return [generate_latest(self.registry), *self.aggregates.render()]
+    def render_chunks(self) -> Iterator[bytes]:
+        """The text exposition format in chunks (the registry's, then one per aggregate family),
+        each made when asked for, for `/metrics` to send one at a time."""
+        yield generate_latest(self.registry)
+        yield from self.aggregates.render()
 
     def render(self) -> bytes:
         """The whole text exposition at once."""

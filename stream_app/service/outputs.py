@@ -97,8 +97,9 @@ class Outputs:
         of an experiment's tiers), and its gauges."""
         key = tier_key(agg.experiment_id, agg.tier).encode()
         partition = partition_for(agg.experiment_id, self.settings.partitions)
-        await self.send(self.topics.aggregates, key, agg.model_dump_json().encode(), partition)
-        self.metrics.set_tier(agg)
+        value = agg.model_dump_json().encode()
+        await self.send(self.topics.aggregates, key, value, partition)
+        self.metrics.set_tier(agg, value)
 
     async def retire_tier(self, experiment_id: str, tier: str) -> None:
         """A retired tier: a tombstone for its key on the aggregates topic (a compacted consumer
@@ -115,8 +116,9 @@ class Outputs:
     async def report(self, report: CrossTierReport) -> None:
         """An experiment's cross-tier report, and its gauges."""
         key = report.experiment_id.encode()
-        await self.send(self.topics.cross_tier, key, report.model_dump_json().encode(), None)
-        self.metrics.set_experiment(report)
+        value = report.model_dump_json().encode()
+        await self.send(self.topics.cross_tier, key, value, None)
+        self.metrics.set_experiment(report, value)
 
     async def dead_letter(
         self,

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
+from schemas.cross_tier import CrossTierReport
 from schemas.query_api import (
     ApiError,
     ExperimentDetail,
@@ -45,15 +46,29 @@ class QueryAnswers:
         self.collector = collector
 
     def tiers_of(self, experiment_id: str) -> list[TierAggregate]:
-        """An experiment's tiers on this worker, by numeric tier."""
+        """An experiment's tiers on this worker, by numeric tier, read back from the JSON
+        they were published as."""
         tiers = self.collector.tiers
-        return [agg for t in TIERS if (agg := tiers.get((experiment_id, t))) is not None]
+        return [
+            TierAggregate.model_validate_json(entry.json)
+            for t in TIERS
+            if (entry := tiers.get((experiment_id, t))) is not None
+        ]
 
     def summaries(self) -> list[ExperimentSummary]:
         """Every experiment this worker owns, by id."""
-        by_experiment: dict[str, list[TierAggregate]] = {}
-        for (experiment_id, _), agg in list(self.collector.tiers.items()):
-            by_experiment.setdefault(experiment_id, []).append(agg)
+        by_experiment: dict[str, list[TierSummary]] = {}
+        for (experiment_id, tier), entry in list(self.collector.tiers.items()):
+            by_experiment.setdefault(experiment_id, []).append(
+                TierSummary(
+                    tier=tier,
+                    grade=entry.grade,
+                    runs=entry.runs,
+                    capacity=entry.capacity,
+                    composite_median=entry.composite_median,
+                    latest_completed_at=entry.latest_completed_at,
+                )
+            )
         return [summary(e, by_experiment[e]) for e in sorted(by_experiment)]
 
     def experiment(self, experiment_id: str) -> ExperimentDetail | None:
@@ -61,31 +76,23 @@ class QueryAnswers:
         tiers = self.tiers_of(experiment_id)
         if not tiers:
             return None
-        report = self.collector.experiments.get(experiment_id)
+        entry = self.collector.experiments.get(experiment_id)
+        report = None if entry is None else CrossTierReport.model_validate_json(entry.json)
         return ExperimentDetail(experiment_id=experiment_id, tiers=tiers, cross_tier=report)
 
     def tier(self, experiment_id: str, tier: str) -> TierAggregate | None:
         """One tier's aggregate, or None."""
-        return self.collector.tiers.get((experiment_id, tier))
+        entry = self.collector.tiers.get((experiment_id, tier))
+        return None if entry is None else TierAggregate.model_validate_json(entry.json)
 
 
-def summary(experiment_id: str, tiers: list[TierAggregate]) -> ExperimentSummary:
+def summary(experiment_id: str, tiers: list[TierSummary]) -> ExperimentSummary:
     """One line of the experiment list."""
-    ordered = sorted(tiers, key=lambda a: tier_sort_key(a.tier))
+    ordered = sorted(tiers, key=lambda t: tier_sort_key(t.tier))
     return ExperimentSummary(
         experiment_id=experiment_id,
-        tiers=[
-            TierSummary(
-                tier=a.tier,
-                grade=a.grade,
-                runs=a.runs,
-                capacity=a.capacity,
-                composite_median=a.composite_score.median,
-                latest_completed_at=a.latest_completed_at,
-            )
-            for a in ordered
-        ],
-        last_update=max(a.latest_completed_at for a in ordered),
+        tiers=ordered,
+        last_update=max(t.latest_completed_at for t in ordered),
     )
 
 

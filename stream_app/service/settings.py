@@ -144,6 +144,11 @@ class Settings(CoreConfig, BaseSettings):
         description="Which statistics of each field /metrics exports per tier (the series "
         'budget); a field left out exports none, "all" exports every one.',
     )
+    state_cache_keys: int = Field(
+        default=10_000,
+        ge=1,
+        description="Decoded window and experiment states kept per stage (most recently used).",
+    )
     retire_check_s: float = Field(
         default=60.0,
         gt=0,

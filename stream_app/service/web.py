@@ -31,13 +31,13 @@ def install_pages(app: faust.App, health: Health, metrics: Exporter) -> None:
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
-        # Written on a thread and sent a family at a time: a big worker's page is tens of
-        # megabytes, and the event loop (`/healthz`, the agents) must not wait for all of it.
-        chunks = await asyncio.get_running_loop().run_in_executor(None, metrics.render_chunks)
+        # Made and sent a family at a time: a big worker's page is tens of megabytes, and the
+        # event loop (`/healthz`, the agents) runs between two families.
         response = StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         await response.prepare(request)
-        for chunk in chunks:
+        for chunk in metrics.render_chunks():
             await response.write(chunk)
+            await asyncio.sleep(0)
         await response.write_eof()
         return response
 

@@ -104,12 +104,11 @@ def full_experiment(metrics: Exporter) -> None:
     report = replay_lines(lines, load_settings())
     for agg in report.tiers:
         metrics.set_tier(agg)
-        metrics.accepted.labels("exp", agg.tier).inc(10)
     metrics.set_experiment(report.cross_tier[0])
 
 
 def test_the_series_budget_of_a_tier_by_default() -> None:
-    """The README's figure: 14 series per tier (with a full window, before any grade change),
+    """The README's figure: 13 series per tier (with a full window, before any grade change),
     plus one per grade-change direction, plus 4 per experiment."""
     metrics = Exporter(__version__)
     full_experiment(metrics)
@@ -126,9 +125,8 @@ def test_the_series_budget_of_a_tier_by_default() -> None:
         "evalstream_tier_window_capacity": 1,
         "evalstream_tier_pass_at_k": 3,
         "evalstream_tier_uplift_ratio": 1,
-        "evalstream_runs_accepted_total": 1,
     }
-    assert sum(counts.values()) == 14
+    assert sum(counts.values()) == 13
     experiment = [n for n, labels in samples(metrics) if labels == (("experiment", "exp"),)]
     assert len(experiment) == 4
 
@@ -139,7 +137,7 @@ def test_all_statistics_can_be_selected() -> None:
     full_experiment(metrics)
     counts = tier_series(metrics)
     assert counts["evalstream_tier_pass_rate"] == 6
-    assert sum(counts.values()) == 14 + 6 * 5
+    assert sum(counts.values()) == 13 + 6 * 5
     chosen = load_settings(exported_statistics={"cost_usd": ["min", "max"]})
     metrics = Exporter(__version__, chosen.exported_statistics)
     full_experiment(metrics)

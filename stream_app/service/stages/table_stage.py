@@ -35,6 +35,29 @@ class StateTable(Protocol):
         """Remove a key (and send its tombstone)."""
 
 
+class StateCache(dict[bytes, S]):
+    """The decoded states of the most recently used keys, at most `max_keys`: decoded states
+    are many small objects, and a cache of every key would cost memory and garbage-collector
+    pauses that grow with the number of experiments."""
+
+    def __init__(self, max_keys: int) -> None:
+        super().__init__()
+        self.max_keys = max_keys
+
+    def __setitem__(self, key: bytes, value: S) -> None:
+        self.pop(key, None)  # to the end: the most recently used
+        super().__setitem__(key, value)
+        while len(self) > self.max_keys:
+            del self[next(iter(self))]
+
+    def use(self, key: bytes) -> S | None:
+        """The state of `key`, now the most recently used; None when not cached."""
+        value = self.pop(key, None)
+        if value is not None:
+            super().__setitem__(key, value)
+        return value
+
+
 class TableStage(Generic[S]):
     """A stage whose state lives in a table (and its changelog), decoded states cached."""
 
@@ -54,9 +77,9 @@ class TableStage(Generic[S]):
         self.settings = settings
         self.outputs = outputs
         self.metrics = metrics
-        self.cache: dict[bytes, S] = {}
-        """Decoded states of the keys this worker handles, so a batch does not re-read the table;
-        the table stays the truth: dropped on rebalance and whenever a batch fails."""
+        self.cache: StateCache[S] = StateCache(settings.state_cache_keys)
+        """Decoded states of the keys this worker handled last, so a batch does not re-read the
+        table; the table stays the truth: dropped on rebalance and whenever a batch fails."""
         self.lock = asyncio.Lock()
         """Held by a batch and by other writers of the table (retirement), which run between
         batches on the same event loop."""
@@ -82,7 +105,7 @@ class TableStage(Generic[S]):
     def cached(self, key: str) -> S | None:
         """The key's state from the cache, else from the table, else None (no state yet)."""
         key_bytes = key.encode()
-        state = self.cache.get(key_bytes)
+        state = self.cache.use(key_bytes)
         if state is not None:
             return state
         raw = self.table.get(key_bytes)

@@ -117,7 +117,7 @@ class WindowsStage(TableStage[TierState]):
             self.cache[key_bytes] = state
             self.idle.touch(state.experiment_id, now_us)
             completed = added.get(key, [])
-            self.metrics.accepted.labels(state.experiment_id, state.tier).inc(len(completed))
+            self.metrics.accepted.inc(len(completed))
             for at_us in completed:
                 self.metrics.run_age.observe(max(now_us - at_us, 0) / 1e6)
             await self.outputs.aggregate(folded.results[key])
