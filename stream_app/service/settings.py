@@ -9,9 +9,10 @@ one: entries you give replace or add models, the rest stay.
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
-from typing import Any, Final, Literal, Self, cast
+from typing import Annotated, Any, Final, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -24,6 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -139,7 +141,7 @@ class Settings(CoreConfig, BaseSettings):
         le=PRODUCER_MAX_REQUEST_BYTES,
         description="The largest message the brokers accept (Kafka: message.max.bytes).",
     )
-    exported_statistics: dict[TierField, tuple[StatisticName, ...]] = Field(
+    exported_statistics: Annotated[dict[TierField, tuple[StatisticName, ...]], NoDecode] = Field(
         default_factory=lambda: cast(Any, dict(DEFAULT_EXPORTED_STATISTICS)),
         description="Which statistics of each field /metrics exports per tier (the series "
         'budget); a field left out exports none, "all" exports every one.',
@@ -171,7 +173,13 @@ class Settings(CoreConfig, BaseSettings):
     @field_validator("exported_statistics", mode="before")
     @classmethod
     def _all_statistics(cls, value: Any) -> Any:
-        if value == "all":
+        """`all`, a mapping, or (from the environment) a mapping as JSON."""
+        if isinstance(value, str) and value.strip() != "all":
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError('give "all" or a JSON object of field: [statistics]') from None
+        if value == "all" or (isinstance(value, str) and value.strip() == "all"):
             return dict.fromkeys(DEFAULT_EXPORTED_STATISTICS, STATS)
         return value
 
@@ -262,6 +270,8 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         raise ConfigError(f"invalid configuration{where}: {problems}") from None
     except ConfigError:
         raise
-    except Exception as exc:  # unreadable or malformed YAML/TOML
+    except Exception as exc:  # unreadable or malformed YAML/TOML, or an undecodable variable
         reason = " ".join(str(exc).split())
+        if path is None:
+            raise ConfigError(f"invalid configuration: {reason}") from None
         raise ConfigError(f"cannot read config file {path}: {reason}") from None

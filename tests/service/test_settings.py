@@ -104,3 +104,28 @@ def test_prices_are_bounded_so_priced_costs_stay_finite() -> None:
 def test_composite_weights_are_bounded() -> None:
     with pytest.raises(ConfigError, match="composite_weights"):
         load_settings(composite_weights={"pass_rate": 1e308, "impl_rate": 1e308})
+
+
+def test_exported_statistics_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSTREAM_EXPORTED_STATISTICS", "all")
+    assert load_settings().exported_statistics["cost_usd"] == (
+        "median",
+        "mean",
+        "mode",
+        "min",
+        "max",
+        "std_dev",
+    )
+    monkeypatch.setenv("EVALSTREAM_EXPORTED_STATISTICS", '{"cost_usd": ["min", "max"]}')
+    assert load_settings().exported_statistics == {"cost_usd": ("min", "max")}
+    monkeypatch.setenv("EVALSTREAM_EXPORTED_STATISTICS", "everything")
+    with pytest.raises(ConfigError, match="exported_statistics"):
+        load_settings()
+
+
+def test_an_undecodable_variable_is_one_line_that_names_no_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EVALSTREAM_PASS_AT_K", "{bad")
+    with pytest.raises(ConfigError, match=r"^invalid configuration: .*pass_at_k"):
+        load_settings()
