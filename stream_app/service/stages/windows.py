@@ -121,6 +121,7 @@ class WindowsStage(TableStage[TierState]):
             for at_us in completed:
                 self.metrics.run_age.observe(max(now_us - at_us, 0) / 1e6)
             await self.outputs.aggregate(folded.results[key])
+        self.metrics.experiments.set(len(self.idle.last))
         return events
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
@@ -134,7 +135,9 @@ class WindowsStage(TableStage[TierState]):
     async def on_recover(self, owned: set[int]) -> int:
         """Re-publish the owned keys and track their experiments afresh."""
         self.idle.clear()
-        return await super().on_recover(owned)
+        count = await super().on_recover(owned)
+        self.metrics.experiments.set(len(self.idle.last))
+        return count
 
     def forget(self, key: str, raw: bytes) -> None:
         """A lost tier's gauges go, and its experiment is no longer this worker's to retire."""

@@ -1,0 +1,52 @@
+"""The query API's answers from one worker's published aggregates and reports (no web server)."""
+
+import json
+
+from helpers import SAMPLE_FILE
+from schemas import ReplayReport
+from stream_app import __version__
+from stream_app.core.replay import replay_lines
+from stream_app.service.exporter import Exporter
+from stream_app.service.query_api import QueryAnswers
+from stream_app.service.settings import load_settings
+
+SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+
+
+def published() -> tuple[QueryAnswers, Exporter, ReplayReport]:
+    report = replay_lines(SAMPLE, load_settings())
+    metrics = Exporter(__version__)
+    for agg in report.tiers:
+        metrics.set_tier(agg, agg.model_dump_json().encode())
+    for cross in report.cross_tier:
+        metrics.set_experiment(cross, cross.model_dump_json().encode())
+    return QueryAnswers(metrics.aggregates), metrics, report
+
+
+def test_an_experiment_is_answered_exactly_as_published() -> None:
+    answers, _, report = published()
+    for cross in report.cross_tier:
+        detail = answers.experiment(cross.experiment_id)
+        assert detail is not None
+        tiers = [a for a in report.tiers if a.experiment_id == cross.experiment_id]
+        assert [json.loads(t.model_dump_json()) for t in detail.tiers] == [
+            json.loads(t.model_dump_json()) for t in tiers
+        ]
+        assert detail.cross_tier == cross
+        assert answers.tier(cross.experiment_id, tiers[0].tier) == tiers[0]
+    assert answers.experiment("nope") is None
+    assert answers.tier(report.cross_tier[0].experiment_id, "T99") is None
+
+
+def test_the_list_summarises_every_experiment_by_id_and_numeric_tier() -> None:
+    answers, metrics, report = published()
+    summaries = answers.summaries()
+    assert [s.experiment_id for s in summaries] == sorted({a.experiment_id for a in report.tiers})
+    for s in summaries:
+        tiers = [a for a in report.tiers if a.experiment_id == s.experiment_id]
+        assert [(t.tier, t.grade, t.runs) for t in s.tiers] == [
+            (a.tier, a.grade, a.runs) for a in tiers
+        ]
+        assert s.last_update == max(a.latest_completed_at for a in tiers)
+    metrics.remove_tier(summaries[0].experiment_id, summaries[0].tiers[0].tier)
+    assert len(answers.summaries()[0].tiers) == len(summaries[0].tiers) - 1
