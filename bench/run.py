@@ -437,7 +437,8 @@ def scrape_once(url: str) -> int:
 
 def render_figures(experiments: int = 5000) -> dict[str, float]:
     """The exporter alone with `experiments` x 7 tiers, in this process: what a published
-    aggregate costs (its lines are written then), and a whole page's render (joins only)."""
+    aggregate costs, a page after every key was published (each key's lines written), and a
+    page after none was (joins only)."""
     from stream_app.core.replay import replay_lines
     from stream_app.service.exporter import Exporter
 
@@ -460,8 +461,10 @@ def render_figures(experiments: int = 5000) -> dict[str, float]:
         exporter.render()
         return 1000 * (time.perf_counter() - started)
 
+    first = timed()  # writes every key's lines
     return {
         "publish_us": per_aggregate_us,
+        "render_first_ms": first,
         "render_median_ms": statistics.median(timed() for _ in range(5)),
     }
 
@@ -495,12 +498,13 @@ def scrape_figures(worker: Worker, settings: Settings, experiments: int = 5000) 
     with urllib.request.urlopen(worker.base_url + "/metrics", timeout=60) as response:
         page = response.read().splitlines()
     series = sum(1 for line in page if not line.startswith(b"#"))
-    full_gc = {
-        line.split(b" ")[0].split(b"_")[-1].decode(): float(line.split(b" ")[1])
+    full_gc = {  # the worker's own histogram of garbage-collector pauses, generation 2
+        line.split(b"{")[0].rsplit(b"_", 1)[-1].decode(): float(line.split(b" ")[-1])
         for line in page
-        if line.startswith(b"evalstream_gc_pause_seconds_")
+        if line.startswith(
+            (b"evalstream_gc_pause_seconds_count", b"evalstream_gc_pause_seconds_sum")
+        )
         and b'generation="2"' in line
-        and not line.startswith(b"evalstream_gc_pause_seconds_bucket")
     }
     health = [float(x) for x in out.split()]
     return {
@@ -578,8 +582,9 @@ def write_markdown(results: dict[str, Any]) -> None:
         extra += f"""
 | `/metrics` with {sc["tiers"]:,} tiers: {sc["series"]:,} series, {sc["bytes"] / 1e6:.1f} MB | measured | target |
 |---|---|---|
-| lines written per published aggregate (the exporter alone) | {sc["publish_us"]:.1f} µs | — |
-| render of the whole page (the exporter alone; joins only) | {sc["render_median_ms"]:.0f} ms | — |
+| a published aggregate kept for the next scrape (the exporter alone) | {sc["publish_us"]:.1f} µs | — |
+| render, every key published since the last scrape (the exporter alone) | {sc["render_first_ms"]:.0f} ms | — |
+| render, nothing published since (joins only) | {sc["render_median_ms"]:.0f} ms | — |
 | first scrape over HTTP (render and transfer) | {sc["scrape_first_ms"]:.0f} ms | ≤ 1 s |
 | later scrapes over HTTP (median; slowest) | {sc["scrape_median_ms"]:.0f} ms; {sc["scrape_max_ms"]:.0f} ms | ≤ 1 s |
 | slowest `/healthz` during scrapes ({sc["healthz_probes"]} probes) | {sc["healthz_max_ms"]:.0f} ms | ≤ 100 ms |
