@@ -376,6 +376,8 @@ async def latency_run(
             now = time.perf_counter()
             for records in batch.values():
                 for record in records:
+                    if record.value is None:  # a retired tier's tombstone
+                        continue
                     for run_id in json.loads(record.value)["run_ids"]:
                         at = sent.pop(run_id, None)
                         if at is not None:

@@ -39,8 +39,14 @@ class Sends:
         return ack
 
     def to(self, topic: str) -> list[dict[str, Any]]:
-        """The JSON values sent to `topic`, in order."""
-        return [json.loads(value) for t, _, value, _ in self.sent if t == topic]
+        """The JSON values sent to `topic`, in order (tombstones left out: see `tombstones`)."""
+        return [
+            json.loads(value) for t, _, value, _ in self.sent if t == topic and value is not None
+        ]
+
+    def tombstones(self, topic: str) -> list[bytes | None]:
+        """The keys of the tombstones sent to `topic`, in order."""
+        return [key for t, key, value, _ in self.sent if t == topic and value is None]
 
     def keys(self, topic: str) -> list[bytes | None]:
         return [key for t, key, _, _ in self.sent if t == topic]

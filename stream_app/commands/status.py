@@ -20,9 +20,12 @@ class StatusError(Exception):
 
 
 def api_url(base: str, experiment: str | None) -> str:
-    """The API address for the list or one experiment (its id percent-encoded, `/` too)."""
+    """The API address for the list or one experiment (its id percent-encoded, `/` and `.`
+    too: an id `..` must not be read as a path step)."""
     root = base.rstrip("/") + "/api/experiments"
-    return root if experiment is None else f"{root}/{urllib.parse.quote(experiment, safe='')}"
+    if experiment is None:
+        return root
+    return f"{root}/{urllib.parse.quote(experiment, safe='').replace('.', '%2E')}"
 
 
 def fetch(url: str) -> bytes:

@@ -6,13 +6,15 @@ an exception on one run rejects that run (`processing_error`) exactly as the wor
 it; a bad line never aborts the replay.
 
 Experiments retire by the worker's rule (`core.retirement`) in event time: the replay's clock is
-the latest `completed_at` read so far, and a run counts as accepted at the clock's time when it
-was read, as the live worker accepts a run at the time it arrives."""
+the latest `completed_at` read so far (never later than the time of the replay), and a run counts
+as accepted at the clock's time when it was read, as the live worker accepts a run at the time
+it arrives."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
@@ -23,7 +25,7 @@ from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.tier_state import TierState, fold_runs
-from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us
+from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
 
 CHUNK_RUNS = 100_000
@@ -33,8 +35,11 @@ CHUNK_RUNS = 100_000
 class Replay:
     """Accumulates events; `report()` gives the final aggregates."""
 
-    def __init__(self, config: CoreConfig) -> None:
+    def __init__(self, config: CoreConfig, now_us: int | None = None) -> None:
         self.config = config
+        self.now_us = to_epoch_us(datetime.now(UTC)) if now_us is None else now_us
+        """The event clock never passes this (the time of the replay): a run dated in the
+        future has not happened yet, and must not retire every other experiment."""
         self.tiers: dict[str, TierState] = {}
         self.latest: dict[str, TierAggregate] = {}
         self.rejected: list[ReplayRejection] = []
@@ -74,7 +79,7 @@ class Replay:
     def _advance(self, at_us: int) -> int:
         """Move the event clock to a run's `completed_at`, retire what is then idle, and return
         the clock."""
-        clock = at_us if self.clock_us is None else max(self.clock_us, at_us)
+        clock = min(at_us if self.clock_us is None else max(self.clock_us, at_us), self.now_us)
         self.clock_us = clock
         ttl = self.idle.ttl_us
         if ttl and self._pending_at and clock - self._pending_at[0] > ttl:

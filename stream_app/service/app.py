@@ -155,6 +155,8 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
         return stage(changelog, changelog.changelog, settings, outputs, metrics)
 
     windows = stateful(WindowsStage, windows_table)
+    input_topics = {topics.input, topics.runs_by_tier}
+    windows.lagging = lambda: metrics.consumer_lag.behind(input_topics, settings.batch_max_events)
     cross_tier = stateful(CrossTierStage, experiments_table)
     # Output topics are written through the producer directly (see `send`) and created by the
     # worker's start-up (`ensure_topics`), so they need no Faust topic objects.

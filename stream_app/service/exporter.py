@@ -47,10 +47,20 @@ class ConsumerLag(Collector):
 
     def __init__(self) -> None:
         self.lags: dict[tuple[str, int], int] = {}
+        self.measured = False
+        """Whether `lags` was measured yet (a worker that just started does not know)."""
 
     def replace(self, lags: dict[tuple[str, int], int]) -> None:
         """The new figures, swapped in at once."""
         self.lags = lags
+        self.measured = True
+
+    def behind(self, topics: set[str], tolerance: int) -> bool:
+        """More than `tolerance` messages wait on `topics` for this worker, or it does not
+        know yet."""
+        if not self.measured:
+            return True
+        return sum(lag for (topic, _), lag in self.lags.items() if topic in topics) > tolerance
 
     def collect(self) -> Iterator[Metric]:
         """The family with a sample per assigned partition."""

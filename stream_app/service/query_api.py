@@ -10,7 +10,7 @@ it last published, which the gauges also render (`AggregateCollector`). Any work
 request for an experiment another worker owns is forwarded to it (Faust's table routing gives the
 owner of the experiment's partition), and the list asks every worker of the group. A forwarded
 request carries `scope=local`, so it is answered where it lands and never forwarded again.
-Experiment ids with a `/` are percent-encoded in the path (`%2F`)."""
+Experiment ids with a `/` are percent-encoded in the path (`%2F`), and `.` or `..` as `%2E`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import aiohttp
 from pydantic import BaseModel
+from yarl import URL
 
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
@@ -33,8 +34,8 @@ from schemas.query_api import (
 )
 from stream_app.service.aggregate_collector import AggregateCollector
 
-TIERS: Final = tuple(f"T{i}" for i in range(100))
-"""Every tier name the contract allows (`T0` … `T99`)."""
+TIERS: Final = (*(f"T{i}" for i in range(100)), *(f"T0{i}" for i in range(10)))
+"""Every tier name the contract allows (`T0` … `T99`, and `T00` … `T09`)."""
 PEER_TIMEOUT_S: Final = 10.0
 JSON: Final = "application/json"
 
@@ -49,10 +50,10 @@ class QueryAnswers:
         """An experiment's tiers on this worker, by numeric tier, read back from the JSON
         they were published as."""
         tiers = self.collector.tiers
+        found = [t for t in TIERS if (experiment_id, t) in tiers]
         return [
-            TierAggregate.model_validate_json(entry.json)
-            for t in TIERS
-            if (entry := tiers.get((experiment_id, t))) is not None
+            TierAggregate.model_validate_json(tiers[(experiment_id, t)].json)
+            for t in sorted(found, key=tier_sort_key)
         ]
 
     def summaries(self) -> list[ExperimentSummary]:
@@ -210,5 +211,6 @@ class QueryApi:
 async def fetch(url: str) -> tuple[int, bytes]:
     """GET a URL: (status, body)."""
     timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
+    target = URL(url, encoded=True)  # as received: an id `..` must not be resolved away
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(target) as response:
         return response.status, await response.read()

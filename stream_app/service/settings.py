@@ -212,6 +212,8 @@ class Settings(CoreConfig, BaseSettings):
         host = self.web_bind
         if host in ("0.0.0.0", "::", ""):
             host = socket.gethostname()
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
         return f"http://{host}:{self.web_port}"
 
     @property

@@ -180,3 +180,11 @@ def test_a_late_run_counts_as_accepted_when_it_is_read() -> None:
     assert {t.experiment_id for t in report.tiers} == {"a", "b"}
     report = replay_lines([*lines, dated("b", 3, 24.1)], TTL)
     assert {t.experiment_id for t in report.tiers} == {"b"}
+
+
+def test_a_run_dated_in_the_future_does_not_move_the_clock_past_now() -> None:
+    today = (datetime.now(UTC) - datetime(2026, 1, 1, tzinfo=UTC)).total_seconds() / 86_400
+    recent = [dated("a", n, today - 1 + n / 100) for n in range(1, 11)]  # yesterday
+    report = replay_lines([*recent, dated("b", 1, today + 365 * 80)], TTL)  # 80 years ahead
+    assert report.retired == []  # without the bound, the clock would be 80 years ahead
+    assert {t.experiment_id for t in report.tiers} == {"a", "b"}

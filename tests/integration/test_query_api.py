@@ -25,17 +25,21 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
+from schemas.common import tier_sort_key
 from stream_app.commands.broker import EmbeddedBroker
 from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
-EXTRA = [  # more experiments, so that both workers own some; one id with a slash and a space
+NAMES = [f"exp-{n:02d}" for n in range(12)] + ["team a/exp 1", "..", "."]
+EXTRA = [  # more experiments, so that both workers own some; ids with a slash, a space, dots
     encode(make_event(run_id=f"x{e}-{t}-{i}", experiment_id=name, tier=f"T{t}"))
-    for e, name in enumerate([f"exp-{n:02d}" for n in range(12)] + ["team a/exp 1"])
+    for e, name in enumerate(NAMES)
     for t in range(2)
     for i in range(3)
+] + [  # and a tier with a two-digit name
+    encode(make_event(run_id=f"x05-{i}", experiment_id="exp-00", tier="T05")) for i in range(3)
 ]
 LINES = SAMPLE + EXTRA
 
@@ -49,7 +53,7 @@ def get(port: int, path: str) -> tuple[int, Any]:
 
 
 def quoted(experiment: str) -> str:
-    return urllib.parse.quote(experiment, safe="")
+    return urllib.parse.quote(experiment, safe="").replace(".", "%2E")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +95,7 @@ def test_every_key_is_answered_by_either_worker_as_on_the_output_topics(
     aggregates = latest(settings, settings.topics.aggregates)
     reports = latest(settings, settings.topics.cross_tier)
     experiments = sorted({k.decode().rpartition("/")[0] for k in aggregates})
-    assert len(experiments) == 16
+    assert len(experiments) == 3 + len(NAMES)
     for worker in workers:
         status, listing = get(worker.port, "/api/experiments")
         assert status == 200, listing
@@ -105,7 +109,7 @@ def test_every_key_is_answered_by_either_worker_as_on_the_output_topics(
             status, detail = get(worker.port, f"/api/experiments/{quoted(experiment)}")
             assert status == 200, (experiment, detail)
             want = [v for k, v in aggregates.items() if k.decode().rpartition("/")[0] == experiment]
-            assert detail["tiers"] == sorted(want, key=lambda a: int(a["tier"][1:]))
+            assert detail["tiers"] == sorted(want, key=lambda a: tier_sort_key(a["tier"]))
             assert detail["cross_tier"] == reports[experiment.encode()]
             for agg in want:
                 path = f"/api/experiments/{quoted(experiment)}/tiers/{agg['tier']}"
@@ -140,7 +144,7 @@ def test_stream_app_status_prints_the_list_and_one_experiment(
     url = f"http://127.0.0.1:{workers[1].port}"
     cli = [sys.executable, "-m", "stream_app", "status", "--url", url]
     listing = subprocess.run(cli, capture_output=True, text=True, timeout=60, check=True)
-    assert "16 experiment(s) from 2 worker(s)" in listing.stdout
+    assert f"{3 + len(NAMES)} experiment(s) from 2 worker(s)" in listing.stdout
     assert "team a/exp 1" in listing.stdout
     one = subprocess.run(
         [*cli, "team a/exp 1"], capture_output=True, text=True, timeout=60, check=True

@@ -66,6 +66,11 @@ def test_a_bad_state_is_quarantined_when_loaded() -> None:
     )
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
+    # the bad state's report is withdrawn, then the fresh state's follows
+    assert [v is None for t, _, v, _ in sends.sent if t == config.topics.cross_tier] == [
+        True,
+        False,
+    ]
     assert [r["tiers"] for r in sends.to(config.topics.cross_tier)] == [["T0"]]
 
 

@@ -139,7 +139,8 @@ def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
     assert letter["origin"]["topic"] == CHANGELOG
     assert letter["origin"]["key"] == "exp/T9"
     assert b"exp/T9" not in table
-    assert sends.keys(config.topics.aggregates) == [b"exp/T1"]
+    assert sends.tombstones(config.topics.aggregates) == [b"exp/T9"]  # its aggregate withdrawn
+    assert [a["tier"] for a in sends.to(config.topics.aggregates)] == ["T1"]
     m = samples(stage.metrics)
     assert m[("evalstream_state_quarantined_total", (("table", "tier-windows"),))] == 1
 
@@ -351,12 +352,12 @@ def test_an_experiment_with_one_active_tier_stays_and_a_retired_one_starts_fresh
     config = stage.settings
     asyncio.run(stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11)))))
     stored = json.loads(table[b"exp/T0"])
-    stored["at"] -= 2 * DAY_US  # T0 last ran two days ago…
+    stored["at"] -= DAY_US // 2  # T0 last ran half a day ago…
     table[b"exp/T0"] = json.dumps(stored).encode()
     stage.drop_cache()
     asyncio.run(stage.on_recover({0, 1, 2, 3}))
     asyncio.run(stage.handle(forwarded(config, run(1, tier="T5"))))  # …T5 runs now
-    assert asyncio.run(stage.retire_idle(now_us())) == []
+    assert asyncio.run(stage.retire_idle(now_us() + DAY_US // 2 + 60_000_000)) == []
     assert b"exp/T0" in table
 
     assert asyncio.run(stage.retire_idle(now_us() + DAY_US + 60_000_000)) == ["exp"]
@@ -406,3 +407,65 @@ def test_the_state_cache_keeps_the_most_recently_used_keys_only() -> None:
     asyncio.run(stage.handle(forwarded(config, run(2, tier="T0"))))
     [aggregate] = sends.to(config.topics.aggregates)
     assert aggregate["runs"] == 2
+
+
+def test_a_run_for_an_experiment_idle_past_the_ttl_starts_it_fresh_before_the_timer() -> None:
+    """Replay's rule, exactly: the batch retires the idle experiment before folding its run."""
+    stage, sends, table = stage_with(experiment_idle_ttl_s=86_400)
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11)))))
+    stored = json.loads(table[b"exp/T0"])
+    stored["at"] -= 2 * DAY_US
+    table[b"exp/T0"] = json.dumps(stored).encode()
+    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    sends.sent.clear()
+    asyncio.run(stage.handle(forwarded(config, run(11, tier="T0"))))
+    assert sends.tombstones(config.topics.aggregates) == [b"exp/T0"]
+    [aggregate] = sends.to(config.topics.aggregates)
+    assert aggregate["run_ids"] == ["exp/T0/011"]
+
+
+def test_nothing_retires_while_the_worker_is_behind_its_input() -> None:
+    stage, _, table = stage_with(experiment_idle_ttl_s=60)
+    config = stage.settings
+    asyncio.run(stage.handle(forwarded(config, run(1))))
+    stage.lagging = lambda: True
+    assert asyncio.run(stage.retire_idle(now_us() + DAY_US)) == []
+    asyncio.run(stage.handle(forwarded(config, run(2))))  # a backlog's run: the same window
+    assert len(json.loads(table[b"exp/T1"])["window"]) == 2
+    stage.lagging = lambda: False
+    assert asyncio.run(stage.retire_idle(now_us() + DAY_US)) == ["exp"]
+
+
+def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recovery() -> None:
+    sends = Sends(auto_ack=False)
+    stage, _, table = stage_with(sends, experiment_idle_ttl_s=60)
+    config = stage.settings
+
+    async def ack_until(task: asyncio.Future[Any]) -> Any:
+        while not task.done():
+            for ack in sends.acks:
+                if not ack.done():
+                    ack.set_result(None)
+            await asyncio.sleep(0)
+        return task.result()
+
+    async def scenario() -> tuple[list[str], int]:
+        await ack_until(
+            asyncio.ensure_future(stage.handle(forwarded(config, run(1), run(2, tier="T3"))))
+        )
+        sends.sent.clear()
+        retiring = asyncio.ensure_future(stage.retire_idle(now_us() + DAY_US))
+        await asyncio.sleep(0.01)  # its tombstones wait for the broker
+        stage.on_revoked({0, 1, 2, 3})
+        recovering = asyncio.ensure_future(stage.on_recover({0, 1, 2, 3}))
+        retired = await ack_until(retiring)
+        count = await ack_until(recovering)
+        return retired, count
+
+    retired, republished = asyncio.run(scenario())
+    assert retired == []
+    assert set(table) == {b"exp/T1", b"exp/T3"}  # not deleted…
+    assert republished == 2  # …and re-published after the tombstones, by recovery
+    assert [t for t, _, v, _ in sends.sent if t == config.topics.aggregates and v is not None]
+    assert samples(stage.metrics)[("evalstream_experiments_retired_total", ())] == 0

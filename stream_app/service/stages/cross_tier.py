@@ -82,6 +82,10 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         report = cross_tier_report_from_medians(key, state, self.settings.baseline_tier)
         return lambda: self.outputs.report(report)
 
+    async def retract(self, key: str) -> None:
+        """A quarantined experiment state: its report's key gets a tombstone, its gauges go."""
+        await self.outputs.retire_experiment(key)
+
     def forget(self, key: str, raw: bytes) -> None:
         """A lost experiment's gauges go."""
         self.metrics.remove_experiment(key)

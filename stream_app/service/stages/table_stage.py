@@ -81,8 +81,11 @@ class TableStage(Generic[S]):
         """Decoded states of the keys this worker handled last, so a batch does not re-read the
         table; the table stays the truth: dropped on rebalance and whenever a batch fails."""
         self.lock = asyncio.Lock()
-        """Held by a batch and by other writers of the table (retirement), which run between
-        batches on the same event loop."""
+        """Held by a batch, by recovery and by other writers of the table (retirement), which
+        run between batches on the same event loop."""
+        self.generation = 0
+        """Counts rebalances (revocations): a writer that awaited across one must not go on
+        with keys it may no longer own."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -153,7 +156,11 @@ class TableStage(Generic[S]):
         )
         self.metrics.quarantined.labels(table=self.table_name).inc()
         await self.table.delete(key)
-        self.forget(key.decode(errors="replace"), b"")  # else its gauges stay until a restart
+        await self.retract(key.decode(errors="replace"))  # else its outputs and gauges stay
+
+    async def retract(self, key: str) -> None:
+        """Withdraw what a key published (a quarantined state): tombstones and gauges."""
+        raise NotImplementedError
 
     def republish(self, key: str, state: S) -> Callable[[], Awaitable[None]] | None:
         """What recovery publishes for a stored key (None: nothing)."""
@@ -162,6 +169,10 @@ class TableStage(Generic[S]):
     async def on_recover(self, owned: set[int]) -> int:
         """Re-publish every owned key's output; quarantine a stored state that cannot be loaded,
         so that no key can keep the worker unready. Returns how many keys were re-published."""
+        async with self.lock:
+            return await self._recover(owned)
+
+    async def _recover(self, owned: set[int]) -> int:
         self.drop_cache()
         count = 0
         for key_bytes, raw in list(self.table.items()):
@@ -184,6 +195,7 @@ class TableStage(Generic[S]):
 
     def on_revoked(self, lost: set[int]) -> None:
         """Drop the cache and the gauges of every key in the lost partitions."""
+        self.generation += 1
         self.drop_cache()
         for key_bytes, raw in list(self.table.items()):
             if raw is not None and self.partition_of(key_bytes) in lost:

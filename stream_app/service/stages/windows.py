@@ -20,6 +20,7 @@ from stream_app.core.retirement import IdleClock
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
+from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.table_stage import TableStage
 
 
@@ -56,6 +57,9 @@ class WindowsStage(TableStage[TierState]):
         super().__init__(*args, **kwargs)
         self.idle = IdleClock(self.settings.experiment_idle_ttl_s)
         """When each experiment this worker owns last accepted a run (processing time)."""
+        self.lagging: Callable[[], bool] = lambda: False
+        """Whether this worker is behind its input (set by the app from the consumer lag): a
+        backlog, after a restart say, is not idleness, so nothing retires until it is read."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -95,6 +99,11 @@ class WindowsStage(TableStage[TierState]):
                     continue
                 runs.append((key, entry))
                 sources.append((record, run, bundled))
+        now_us = to_epoch_us(datetime.now(UTC))
+        if self.idle.due(now_us) and not self.lagging():
+            # A run for an experiment idle for the TTL starts it fresh, even between two
+            # checks of the timer: exactly what `replay` does.
+            await self._retire(now_us)
         folded = fold_runs(runs, self.cached, self.settings)
         await self.settle(folded, lambda i: run_record(*sources[i]))
         pending: list[Awaitable[Any]] = []
@@ -109,7 +118,6 @@ class WindowsStage(TableStage[TierState]):
                     pending.append(await self.outputs.grade_change(step.grade_change))
         if pending:
             await asyncio.gather(*pending)
-        now_us = to_epoch_us(datetime.now(UTC))
         for key, state in folded.states.items():
             key_bytes = key.encode()
             state.touched_us = now_us
@@ -132,41 +140,65 @@ class WindowsStage(TableStage[TierState]):
         self.idle.touch(state.experiment_id, touched)
         return lambda: self.outputs.aggregate(aggregate)
 
-    async def on_recover(self, owned: set[int]) -> int:
+    async def _recover(self, owned: set[int]) -> int:
         """Re-publish the owned keys and track their experiments afresh."""
         self.idle.clear()
-        count = await super().on_recover(owned)
+        count = await super()._recover(owned)
         self.metrics.experiments.set(len(self.idle.last))
         return count
 
     def forget(self, key: str, raw: bytes) -> None:
-        """A lost tier's gauges go, and its experiment is no longer this worker's to retire."""
+        """A lost tier's gauges go."""
+        self.metrics.remove_tier(*split_tier_key(key))
+
+    def on_revoked(self, lost: set[int]) -> None:
+        """The lost partitions' experiments are no longer this worker's to retire."""
+        super().on_revoked(lost)
+        n = self.settings.partitions
+        for experiment in [e for e in self.idle.last if partition_for(e, n) in lost]:
+            self.idle.forget(experiment)
+        self.metrics.experiments.set(len(self.idle.last))
+
+    async def retract(self, key: str) -> None:
+        """A quarantined tier: a tombstone for its aggregate (the cross-tier stage drops the
+        tier), and its gauges go. Its experiment stays tracked by its other tiers."""
         experiment_id, tier = split_tier_key(key)
+        await self.outputs.retire_tier(experiment_id, tier)
         self.metrics.remove_tier(experiment_id, tier)
-        self.idle.forget(experiment_id)
 
     async def retire_idle(self, now_us: int) -> list[str]:
-        """Retire every owned experiment idle for longer than the TTL: a tombstone for each of
-        its tiers on the aggregates topic (the cross-tier stage then retires the experiment),
-        acknowledged before the table entries are deleted (tombstones on the changelog), so a
-        crash in between retires it again after recovery; then its gauges go. Returns the
-        retired experiments."""
+        """Retire every owned experiment idle for longer than the TTL (the timer's check; a
+        batch checks too, before its runs), unless this worker is behind its input. Returns
+        the retired experiments."""
         async with self.lock:
-            retiring = set(self.idle.idle(now_us))
-            if retiring:
-                keys = [
-                    key
-                    for key, raw in self.table.items()
-                    if raw is not None and self.experiment_of(key.decode()) in retiring
-                ]
-                for key in keys:
-                    await self.outputs.retire_tier(*split_tier_key(key.decode()))
-                await self.outputs.confirm()
-                for key in keys:
-                    await self.table.delete(key)
-                    self.cache.pop(key, None)
-                    self.metrics.remove_tier(*split_tier_key(key.decode()))
-                await self.outputs.confirm()
-                self.metrics.retired.inc(len(retiring))
+            retired = [] if self.lagging() else await self._retire(now_us)
             self.metrics.experiments.set(len(self.idle.last))
-            return sorted(retiring)
+            return retired
+
+    async def _retire(self, now_us: int) -> list[str]:
+        """A tombstone for each tier of each idle experiment on the aggregates topic (the
+        cross-tier stage then retires the experiment), acknowledged before the table entries
+        are deleted (tombstones on the changelog), so that a crash in between retires it again
+        after recovery; then its gauges go. A rebalance while the tombstones wait leaves the
+        table alone: the keys may be another worker's now, and recovery re-publishes them."""
+        retiring = set(self.idle.idle(now_us))
+        if not retiring:
+            return []
+        generation = self.generation
+        keys = [
+            key
+            for key, raw in self.table.items()
+            if raw is not None and self.experiment_of(key.decode()) in retiring
+        ]
+        for key in keys:
+            await self.outputs.retire_tier(*split_tier_key(key.decode()))
+        await self.outputs.confirm()
+        if self.generation != generation:
+            return []
+        for key in keys:
+            await self.table.delete(key)
+            self.cache.pop(key, None)
+            self.metrics.remove_tier(*split_tier_key(key.decode()))
+        await self.outputs.confirm()
+        self.metrics.retired.inc(len(retiring))
+        return sorted(retiring)
