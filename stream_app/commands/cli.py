@@ -35,12 +35,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     source: BinaryIO
     if args.file == "-":
         source = sys.stdin.buffer
-        report = replay_lines(source, settings)
+        report = replay_lines(source, settings, args.retire)
     else:
         path = Path(args.file)
         try:
             with path.open("rb") as source:
-                report = replay_lines(source, settings)
+                report = replay_lines(source, settings, args.retire)
         except OSError as exc:
             raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
     sys.stdout.write(report.model_dump_json(indent=2))
@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("file", metavar="FILE", help="JSON-lines file, or - for stdin")
     replay.add_argument("--strict", action="store_true", help="exit 1 when any line was rejected")
+    replay.add_argument(
+        "--retire",
+        action="store_true",
+        help="retire experiments idle for experiment_idle_ttl_s of event time, as a worker that "
+        "read the stream live would have",
+    )
     _add_config(replay)
     replay.set_defaults(handler=_cmd_replay)
 

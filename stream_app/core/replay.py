@@ -5,10 +5,12 @@ Runs are folded into their windows in chunks with `fold_runs`, the worker's own 
 an exception on one run rejects that run (`processing_error`) exactly as the worker dead-letters
 it; a bad line never aborts the replay.
 
-Experiments retire by the worker's rule (`core.retirement`) in event time: the replay's clock is
+Asked to (`retire`, `stream-app replay --retire`), experiments retire by the worker's rule
+(`core.retirement`) in event time: the replay's clock is
 the latest `completed_at` read so far (never later than the time of the replay), and a run counts
 as accepted at the clock's time when it was read, as the live worker accepts a run at the time
-it arrives."""
+it arrives. Without it, replay gives what a worker that read the file at once holds: nothing
+retires within the minutes a backfill takes."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ CHUNK_RUNS = 100_000
 class Replay:
     """Accumulates events; `report()` gives the final aggregates."""
 
-    def __init__(self, config: CoreConfig, now_us: int | None = None) -> None:
+    def __init__(self, config: CoreConfig, retire: bool = False, now_us: int | None = None) -> None:
         self.config = config
         self.now_us = to_epoch_us(datetime.now(UTC)) if now_us is None else now_us
         """The event clock never passes this (the time of the replay): a run dated in the
@@ -49,7 +51,7 @@ class Replay:
         self._pending: list[tuple[str, WindowEntry]] = []
         self._pending_lines: list[int] = []
         self._pending_at: list[int] = []  # the clock when each pending run was read
-        self.idle = IdleClock(config.experiment_idle_ttl_s)
+        self.idle = IdleClock(config.experiment_idle_ttl_s if retire else 0)
         self.clock_us: int | None = None
         self.retired: list[RetiredExperiment] = []
 
@@ -155,8 +157,9 @@ class Replay:
         )
 
 
-def replay_lines(lines: Iterable[bytes], config: CoreConfig) -> ReplayReport:
-    """Replay JSON lines and return the final report."""
-    replay = Replay(config)
+def replay_lines(lines: Iterable[bytes], config: CoreConfig, retire: bool = False) -> ReplayReport:
+    """Replay JSON lines and return the final report; with `retire`, experiments retire by
+    `experiment_idle_ttl_s` in event time."""
+    replay = Replay(config, retire)
     replay.feed_lines(lines)
     return replay.report()

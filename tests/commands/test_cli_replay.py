@@ -102,3 +102,16 @@ def test_replay_never_aborts_on_inputs_that_overflowed_the_core() -> None:
         (5, "schema"),
     ]
     assert doc["tiers"][0]["run_ids"] == ["a", "f"]
+
+
+def test_replay_retire_retires_by_event_time_only_when_asked() -> None:
+    old = make_event(run_id="old-1", experiment_id="old", completed_at="2026-01-01T00:00:00Z")
+    new = make_event(run_id="new-1", experiment_id="new", completed_at="2026-02-01T00:00:00Z")
+    for event in (old, new):
+        event["started_at"] = event["completed_at"]
+    stdin = encode(old) + b"\n" + encode(new) + b"\n"
+    plain = json.loads(run("replay", "-", stdin=stdin).stdout)
+    assert {t["experiment_id"] for t in plain["tiers"]} == {"old", "new"}
+    retired = json.loads(run("replay", "-", "--retire", stdin=stdin).stdout)
+    assert {t["experiment_id"] for t in retired["tiers"]} == {"new"}
+    assert retired["retired"] == [{"experiment_id": "old", "at": "2026-02-01T00:00:00Z"}]

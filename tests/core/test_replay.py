@@ -142,20 +142,21 @@ TTL = CoreConfig(experiment_idle_ttl_s=14 * 86_400)
 
 def test_an_experiment_idle_for_the_ttl_in_event_time_retires() -> None:
     lines = [dated("a", 1, 0), dated("a", 2, 1, tier="T1"), dated("b", 1, 15.5)]
-    report = replay_lines(lines, TTL)
+    report = replay_lines(lines, TTL, retire=True)
     assert [(t.experiment_id, t.tier) for t in report.tiers] == [("b", "T0")]
     assert [c.experiment_id for c in report.cross_tier] == ["b"]
     assert [(r.experiment_id, r.at.isoformat()) for r in report.retired] == [
         ("a", "2026-01-16T12:00:00+00:00")
     ]
-    kept = replay_lines(lines, CoreConfig(experiment_idle_ttl_s=0))
+    kept = replay_lines(lines, CoreConfig(experiment_idle_ttl_s=0), retire=True)
+    assert replay_lines(lines, TTL).retired == []  # replay retires only when asked
     assert len(kept.tiers) == 3
     assert kept.retired == []
 
 
 def test_a_retired_experiment_that_runs_again_starts_fresh() -> None:
     lines = [dated("a", n, n / 10) for n in range(1, 11)] + [dated("a", 11, 20)]
-    report = replay_lines(lines, TTL)
+    report = replay_lines(lines, TTL, retire=True)
     [tier] = report.tiers
     assert tier.run_ids == ["a/T0/11"]
     assert [r.experiment_id for r in report.retired] == ["a"]
@@ -164,11 +165,11 @@ def test_a_retired_experiment_that_runs_again_starts_fresh() -> None:
 def test_a_run_read_but_not_yet_folded_keeps_its_experiment_alive() -> None:
     # a's second run is read at 13.5 days (the clock), in the same chunk as b's runs
     lines = [dated("a", 1, 0), dated("b", 1, 13), dated("a", 2, 13.5), dated("b", 2, 27)]
-    report = replay_lines(lines, TTL)
+    report = replay_lines(lines, TTL, retire=True)
     assert {t.experiment_id for t in report.tiers} == {"a", "b"}
     assert report.retired == []
     # …and one more day of b retires a, by the clock at which a's run was read
-    report = replay_lines([*lines, dated("b", 3, 27.6)], TTL)
+    report = replay_lines([*lines, dated("b", 3, 27.6)], TTL, retire=True)
     assert {t.experiment_id for t in report.tiers} == {"b"}
 
 
@@ -176,15 +177,17 @@ def test_a_late_run_counts_as_accepted_when_it_is_read() -> None:
     # a's run completed at day 1 but is read after b's at day 10: like the live worker, which
     # accepts it when it arrives, replay counts it at the clock (day 10), not at day 1
     lines = [dated("b", 1, 10), dated("a", 1, 1), dated("b", 2, 23)]
-    report = replay_lines(lines, TTL)
+    report = replay_lines(lines, TTL, retire=True)
     assert {t.experiment_id for t in report.tiers} == {"a", "b"}
-    report = replay_lines([*lines, dated("b", 3, 24.1)], TTL)
+    report = replay_lines([*lines, dated("b", 3, 24.1)], TTL, retire=True)
     assert {t.experiment_id for t in report.tiers} == {"b"}
 
 
 def test_a_run_dated_in_the_future_does_not_move_the_clock_past_now() -> None:
     today = (datetime.now(UTC) - datetime(2026, 1, 1, tzinfo=UTC)).total_seconds() / 86_400
     recent = [dated("a", n, today - 1 + n / 100) for n in range(1, 11)]  # yesterday
-    report = replay_lines([*recent, dated("b", 1, today + 365 * 80)], TTL)  # 80 years ahead
+    report = replay_lines(
+        [*recent, dated("b", 1, today + 365 * 80)], TTL, retire=True
+    )  # 80 years ahead
     assert report.retired == []  # without the bound, the clock would be 80 years ahead
     assert {t.experiment_id for t in report.tiers} == {"a", "b"}

@@ -18,13 +18,19 @@ from harness import (
     wait_out_dead_member,
     wait_until,
 )
-from helpers import SAMPLE_FILE
+from helpers import SAMPLE_FILE, encode, make_event
 from stream_app.commands.broker import EmbeddedBroker
 from stream_app.commands.synthetic import GradeDrop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+SPREAD = [
+    encode(make_event(run_id=f"spread-{e}-{t}-{i}", experiment_id=f"spread-{e}", tier=f"T{t}"))
+    for e in range(8)
+    for t in range(3)
+    for i in range(2)
+]
 
 
 def test_sigkill_before_the_first_commit_then_restart_converges_to_replay(
@@ -81,15 +87,17 @@ def test_two_workers_split_partitions_without_duplicate_gauges(
     a = Worker(broker, tmp_path, "a").start()
     workers.append(a)
     a.wait_ready()
-    produce_lines(settings, SAMPLE[:130])
-    wait_until(lambda: outputs_equal_replay(settings, SAMPLE[:130]), 60, what="first half")
+    # The sample's three experiments share a partition: more experiments, so both workers own some.
+    lines = SAMPLE + SPREAD
+    produce_lines(settings, lines[:130])
+    wait_until(lambda: outputs_equal_replay(settings, lines[:130]), 60, what="first half")
     b = Worker(broker, tmp_path, "b").start()
     workers.append(b)
     wait_until(lambda: a.ready() and b.ready(), 90, what="both workers ready after the rebalance")
-    produce_lines(settings, SAMPLE[130:])
-    wait_until(lambda: outputs_equal_replay(settings, SAMPLE), 90, what="all events")
+    produce_lines(settings, lines[130:])
+    wait_until(lambda: outputs_equal_replay(settings, lines), 90, what="all events")
 
-    aggs, cross = expected_outputs(settings, SAMPLE)
+    aggs, cross = expected_outputs(settings, lines)
     all_tiers = {(agg["experiment_id"], agg["tier"]) for agg in aggs.values()}
 
     def owned(worker: Worker, name: str, *labels: str) -> set[tuple[str, ...]]:

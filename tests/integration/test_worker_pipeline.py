@@ -52,7 +52,13 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setting
     require_tansu()
     workdir = tmp_path_factory.mktemp("pipeline")
     with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
-        worker = Worker(broker, workdir, "worker", EVALSTREAM_MAX_MESSAGE_BYTES="1500").start()
+        worker = Worker(  # every statistic exported, to check each against the aggregates
+            broker,
+            workdir,
+            "worker",
+            EVALSTREAM_MAX_MESSAGE_BYTES="1500",
+            EVALSTREAM_EXPORTED_STATISTICS="all",
+        ).start()
         try:
             worker.wait_ready()
             settings = settings_for(broker, max_message_bytes=1500)
