@@ -145,8 +145,10 @@ class TableStage(Generic[S]):
                 self.cache.pop(key.encode(), None)
 
     async def quarantine(self, key: bytes, error: Exception) -> None:
-        """Dead-letter a stored state that cannot be used, count it, and reset its key (a
-        tombstone on the changelog), so that it can never wedge the worker again."""
+        """Dead-letter a stored state that cannot be used, count it, withdraw its outputs, and
+        reset its key (a tombstone on the changelog), so that it can never wedge the worker
+        again. The letter and the withdrawal are acknowledged before the reset: a crash in
+        between quarantines the key again, rather than leave an output no state stands for."""
         raw = self.table.get(key)
         await self.outputs.dead_letter(
             raw if isinstance(raw, bytes) else b"",
@@ -155,8 +157,9 @@ class TableStage(Generic[S]):
             key=key,
         )
         self.metrics.quarantined.labels(table=self.table_name).inc()
-        await self.table.delete(key)
         await self.retract(key.decode(errors="replace"))  # else its outputs and gauges stay
+        await self.outputs.confirm()
+        await self.table.delete(key)
 
     async def retract(self, key: str) -> None:
         """Withdraw what a key published (a quarantined state): tombstones and gauges."""

@@ -102,7 +102,7 @@ class WindowsStage(TableStage[TierState]):
         now_us = to_epoch_us(datetime.now(UTC))
         if self.idle.due(now_us) and not self.lagging():
             # A run for an experiment idle for the TTL starts it fresh, even between two
-            # checks of the timer: exactly what `replay` does.
+            # checks of the timer: what `replay --retire` does.
             await self._retire(now_us)
         folded = fold_runs(runs, self.cached, self.settings)
         await self.settle(folded, lambda i: run_record(*sources[i]))
