@@ -24,6 +24,7 @@ outputs converge to `replay` through any crash).
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Awaitable
 from datetime import UTC, datetime
@@ -194,7 +195,10 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.Ap
     install_timers(app, settings, metrics, windows=windows, health=health, sources=set(sources))
     install_pages(app, health, metrics)
     answers = QueryAnswers(metrics.aggregates)
-    ready = lambda: health.ready(app.rebalancing)  # noqa: E731
+
+    def ready() -> bool:
+        return health.ready(app.rebalancing)
+
     QueryApi(app, answers, ready, CrossTierStage.table_name).install()
     return app
 
@@ -247,6 +251,10 @@ def agent_of(
     app.agent(topic, name=stage.name)(agent)
 
 
+frozen: list[bool] = []
+"""Whether the start-up objects were moved out of the garbage collector's way (once)."""
+
+
 def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Health) -> Any:
     """The table-recovered hook of a stage: re-publish what it owns, then count it recovered.
     A send that fails there is no key's fault: the worker stops (a stored state that cannot be
@@ -260,6 +268,11 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
             stop_fatally("recovery", exc)
         health.recovered.add(stage.table_name)
         log.info("%s recovered: %d keys owned, outputs re-published", stage.table_name, count)
+        if not frozen and health.ready(rebalancing=False):
+            # Faust's, aiokafka's and the modules' objects live as long as the process: out of
+            # the collector's way, a full collection walks only what the worker made since.
+            gc.freeze()
+            frozen.append(True)
 
     return recovered
 

@@ -185,7 +185,7 @@ class Exporter:
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
         """Drop a tier's series, its counters' too: another worker owns it now, or it retired."""
-        self.aggregates.remove_tier(experiment_id, tier)
+        self.aggregates.tiers.pop((experiment_id, tier), None)
         for direction in ("drop", "rise"):
             self.grade_changes.remove(experiment_id, tier, direction)
 
@@ -196,7 +196,7 @@ class Exporter:
 
     def remove_experiment(self, experiment_id: str) -> None:
         """Drop an experiment's series: another worker owns it now."""
-        self.aggregates.remove_experiment(experiment_id)
+        self.aggregates.experiments.pop(experiment_id, None)
 
     def families(self) -> Iterator[Metric]:
         """Every metric family `/metrics` can carry (the aggregates' without samples)."""

@@ -33,7 +33,6 @@ def install_pages(app: faust.App, health: Health, metrics: Exporter) -> None:
     async def metrics_page(web: Any, request: Any) -> Any:
         # Made and sent a family at a time: a big worker's page is tens of megabytes, and the
         # event loop (`/healthz`, the agents) runs between two families.
-        await metrics.aggregates.write_pending_in_slices()
         response = StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         await response.prepare(request)
         for chunk in metrics.render_chunks():

@@ -1,6 +1,5 @@
 """The aggregate gauges, built at scrape time from the latest aggregate and report per key."""
 
-import asyncio
 import math
 
 import pytest
@@ -151,40 +150,3 @@ def test_an_unknown_statistic_or_field_is_a_configuration_error() -> None:
     for bad in ({"cost_usd": ["p99"]}, {"tokens": ["mean"]}, "some"):
         with pytest.raises(ConfigError, match="exported_statistics"):
             load_settings(exported_statistics=bad)
-
-
-def test_a_key_published_many_times_between_scrapes_is_written_once_with_its_latest() -> None:
-    metrics = Exporter(__version__)
-    tiers, _ = replayed(2)
-    first, second = tiers
-    metrics.set_tier(first)
-    metrics.set_tier(first.model_copy(update={"runs": 7}))
-    assert metrics.aggregates.pending_tiers[("exp", "T0")].runs == 7
-    assert series(metrics, "evalstream_tier_window_runs") == {
-        (("experiment", "exp"), ("tier", "T0")): 7
-    }
-    assert not metrics.aggregates.pending_tiers  # written, and the model dropped
-    metrics.set_tier(second)
-    metrics.remove_tier("exp", "T1")  # removed before any scrape: never written
-    assert not metrics.aggregates.pending_tiers
-    assert set(series(metrics, "evalstream_tier_window_runs")) == {
-        (("experiment", "exp"), ("tier", "T0"))
-    }
-
-
-def test_a_flood_of_new_keys_is_written_in_slices() -> None:
-    metrics = Exporter(__version__)
-    [agg] = replayed(1)[0]
-    for e in range(1200):
-        metrics.set_tier(agg.model_copy(update={"experiment_id": f"e{e}"}))
-    slices = 0
-
-    async def scrape() -> None:
-        nonlocal slices
-        while not metrics.aggregates.write_pending(500):
-            slices += 1
-            await asyncio.sleep(0)
-
-    asyncio.run(scrape())
-    assert slices == 2  # 500 + 500, then the last 200
-    assert metrics.render().count(b"evalstream_tier_window_runs{") == 1200
