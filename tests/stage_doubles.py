@@ -38,6 +38,19 @@ class Sends:
         self.acks.append(ack)
         return ack
 
+    def ack_pending(self) -> None:
+        """The broker acknowledges every send still waiting."""
+        for ack in self.acks:
+            if not ack.done():
+                ack.set_result(None)
+
+    async def acked_until(self, task: asyncio.Future[Any]) -> Any:
+        """Acknowledge sends as they come until `task` is done; its result."""
+        while not task.done():
+            self.ack_pending()
+            await asyncio.sleep(0)
+        return task.result()
+
     def to(self, topic: str) -> list[dict[str, Any]]:
         """The JSON values sent to `topic`, in order (tombstones left out: see `tombstones`)."""
         return [

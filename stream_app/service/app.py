@@ -251,10 +251,6 @@ def agent_of(
     app.agent(topic, name=stage.name)(agent)
 
 
-frozen: list[bool] = []
-"""Whether the start-up objects were moved out of the garbage collector's way (once)."""
-
-
 def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Health) -> Any:
     """The table-recovered hook of a stage: re-publish what it owns, then count it recovered.
     A send that fails there is no key's fault: the worker stops (a stored state that cannot be
@@ -268,11 +264,10 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
             stop_fatally("recovery", exc)
         health.recovered.add(stage.table_name)
         log.info("%s recovered: %d keys owned, outputs re-published", stage.table_name, count)
-        if not frozen and health.ready(rebalancing=False):
+        if gc.get_freeze_count() == 0 and health.ready(rebalancing=False):
             # Faust's, aiokafka's and the modules' objects live as long as the process: out of
             # the collector's way, a full collection walks only what the worker made since.
             gc.freeze()
-            frozen.append(True)
 
     return recovered
 

@@ -179,7 +179,7 @@ class Settings(CoreConfig, BaseSettings):
                 value = json.loads(value)
             except ValueError:
                 raise ValueError('give "all" or a JSON object of field: [statistics]') from None
-        if value == "all" or (isinstance(value, str) and value.strip() == "all"):
+        if isinstance(value, str) and value.strip() == "all":
             return dict.fromkeys(DEFAULT_EXPORTED_STATISTICS, STATS)
         return value
 

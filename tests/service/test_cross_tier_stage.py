@@ -5,6 +5,7 @@ import asyncio
 from stage_doubles import Sends, Table, records, samples, wiring
 
 from helpers import SAMPLE_FILE
+from schemas import ReplayReport
 from stream_app.core.replay import replay_lines
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
@@ -21,12 +22,18 @@ def make_stage() -> tuple[CrossTierStage, Table, Sends]:
     return stage, table, sends
 
 
+def fed_the_sample(stage: CrossTierStage) -> ReplayReport:
+    """The stage after one batch of the sample's tier aggregates; replay's report of them."""
+    report = replay_lines(SAMPLE, stage.settings)
+    aggregates = [a.model_dump_json().encode() for a in report.tiers]
+    asyncio.run(stage.handle(records(stage.settings.topics.aggregates, aggregates)))
+    return report
+
+
 def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
-    report = replay_lines(SAMPLE, config)
-    aggregates = [a.model_dump_json().encode() for a in report.tiers]
-    asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
+    report = fed_the_sample(stage)
     sent = sends.to(config.topics.cross_tier)
     expected = [r.model_dump(mode="json") for r in report.cross_tier]
     assert sent == expected
@@ -38,9 +45,7 @@ def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() ->
 def test_recovery_and_revoke_touch_only_their_partitions() -> None:
     stage, _, sends = make_stage()
     config = stage.settings
-    report = replay_lines(SAMPLE, config)
-    aggregates = [a.model_dump_json().encode() for a in report.tiers]
-    asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
+    report = fed_the_sample(stage)
     sends.sent.clear()
     experiments = [r.experiment_id for r in report.cross_tier]
     owned = {partition_for(experiments[0], 4)}
@@ -77,9 +82,7 @@ def test_a_bad_state_is_quarantined_when_loaded() -> None:
 def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experiment() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
-    report = replay_lines(SAMPLE, config)
-    aggregates = [a.model_dump_json().encode() for a in report.tiers]
-    asyncio.run(stage.handle(records(config.topics.aggregates, aggregates)))
+    report = fed_the_sample(stage)
     experiment = report.cross_tier[0].experiment_id
     tiers = [a.tier for a in report.tiers if a.experiment_id == experiment]
     assert len(tiers) > 1

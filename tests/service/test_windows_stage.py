@@ -87,8 +87,7 @@ def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> 
     config = stage.settings
     asyncio.run(stage.handle(forwarded(config, run(1), run(2))))  # full window: grade A, no change
     assert not sends.to(config.topics.grade_changes)
-    for ack in sends.acks:
-        ack.set_result(None)
+    sends.ack_pending()
     table.writes.clear()
 
     async def drop_then_ack() -> None:
@@ -100,9 +99,7 @@ def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> 
         assert sends.to(config.topics.grade_changes), "the drop was sent"
         assert not table.writes, "state written before its grade change was acknowledged"
         assert not task.done()
-        for ack in sends.acks:
-            if not ack.done():
-                ack.set_result(None)
+        sends.ack_pending()
         await task
 
     asyncio.run(drop_then_ack())
@@ -302,26 +299,15 @@ def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_the_dele
                 forwarded(config, run(1, tier="T0"), run(2, tier="T3"), run(1, experiment="other"))
             )
         )
-        while not handling.done():
-            for ack in sends.acks:
-                if not ack.done():
-                    ack.set_result(None)
-            await asyncio.sleep(0)
+        await sends.acked_until(handling)
         sends.sent.clear()
         assert stage.idle.last.keys() == {"exp", "other"}
         retiring = asyncio.ensure_future(stage.retire_idle(now_us() + DAY_US + 1_000_000))
         await asyncio.sleep(0.01)
         # the tombstones wait for the broker: nothing is deleted yet
         assert not table.deletes
-        for ack in sends.acks:
-            if not ack.done():
-                ack.set_result(None)
-        while not retiring.done():
-            for ack in sends.acks:
-                if not ack.done():
-                    ack.set_result(None)
-            await asyncio.sleep(0)
-        return retiring.result()
+        result: list[str] = await sends.acked_until(retiring)
+        return result
 
     retired = asyncio.run(scenario())
     assert retired == ["exp", "other"]
@@ -442,16 +428,8 @@ def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recovery() ->
     stage, _, table = stage_with(sends, experiment_idle_ttl_s=60)
     config = stage.settings
 
-    async def ack_until(task: asyncio.Future[Any]) -> Any:
-        while not task.done():
-            for ack in sends.acks:
-                if not ack.done():
-                    ack.set_result(None)
-            await asyncio.sleep(0)
-        return task.result()
-
     async def scenario() -> tuple[list[str], int]:
-        await ack_until(
+        await sends.acked_until(
             asyncio.ensure_future(stage.handle(forwarded(config, run(1), run(2, tier="T3"))))
         )
         sends.sent.clear()
@@ -459,8 +437,8 @@ def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recovery() ->
         await asyncio.sleep(0.01)  # its tombstones wait for the broker
         stage.on_revoked({0, 1, 2, 3})
         recovering = asyncio.ensure_future(stage.on_recover({0, 1, 2, 3}))
-        retired = await ack_until(retiring)
-        count = await ack_until(recovering)
+        retired = await sends.acked_until(retiring)
+        count = await sends.acked_until(recovering)
         return retired, count
 
     retired, republished = asyncio.run(scenario())
