@@ -40,6 +40,17 @@ class RetiredExperiment(BaseModel):
     at: AwareDatetime = Field(description="The replay's event time when it retired.")
 
 
+class SkippedRun(BaseModel):
+    """A run (or experiment) directory of a replayed ProjectScylla experiment that made no
+    event (`stream-app replay DIR`)."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    path: str = Field(description="The run or experiment directory.")
+    reason: str = Field(description="A short code: invalid_json, missing_field, out_of_range, ...")
+    detail: str = Field(description="One line: the file and what is wrong with it.")
+
+
 class ReplayReport(BaseModel):
     """Final state after replaying a file of events."""
 
@@ -51,4 +62,8 @@ class ReplayReport(BaseModel):
     ignored: IgnoredCounts
     retired: list[RetiredExperiment] = Field(
         default_factory=list, description="In the order they retired; an id may come back."
+    )
+    skipped_runs: list[SkippedRun] = Field(
+        default_factory=list,
+        description="Replaying directories: the malformed runs, each reported once.",
     )

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from stream_app import __version__
 from stream_app.commands.broker import BrokerError
@@ -33,22 +33,35 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
 def _cmd_replay(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     source: BinaryIO
-    if args.file == "-":
+    paths = [Path(name) for name in args.paths]
+    if len(paths) > 1 or paths[0].is_dir():
+        from stream_app.scylla.directory_replay import replay_directories
+
+        for path in paths:
+            if not path.is_dir():
+                raise UserError(f"{path} is not a directory (give one file, or directories)")
+        report = replay_directories(paths, settings, args.retire)
+    elif args.paths[0] == "-":
         source = sys.stdin.buffer
         report = replay_lines(source, settings, args.retire)
     else:
-        path = Path(args.file)
         try:
-            with path.open("rb") as source:
+            with paths[0].open("rb") as source:
                 report = replay_lines(source, settings, args.retire)
         except OSError as exc:
-            raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
     sys.stdout.write(report.model_dump_json(indent=2))
     sys.stdout.write("\n")
     sys.stdout.flush()
     if report.rejected:
         print(f"stream-app replay: {len(report.rejected)} line(s) rejected", file=sys.stderr)
-    return EXIT_REJECTED if args.strict and report.rejected else EXIT_OK
+    for skipped in report.skipped_runs:
+        print(
+            f"stream-app replay: skipped {skipped.path}: {skipped.reason}: {skipped.detail}",
+            file=sys.stderr,
+        )
+    problems = report.rejected or report.skipped_runs
+    return EXIT_REJECTED if args.strict and problems else EXIT_OK
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
@@ -120,8 +133,46 @@ def _cmd_produce(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from stream_app.commands.demo import DemoOptions, run_demo
 
-    options = DemoOptions(synthetic=args.synthetic, rate=args.rate, duration=args.duration)
+    options = DemoOptions(
+        synthetic=args.synthetic,
+        rate=args.rate,
+        duration=args.duration,
+        watch=tuple(Path(d) for d in args.watch or ()),
+    )
     return run_demo(load_settings(args.config), options)
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from stream_app.commands.watch import Watcher, WatchError, WatchOptions
+
+    options = WatchOptions(
+        roots=tuple(Path(d) for d in args.dirs),
+        once=args.once,
+        state_path=args.state,
+        resend=args.resend,
+        poll_s=args.poll,
+    )
+    settings = load_settings(args.config)
+    try:
+        watcher = Watcher(settings, options)
+    except WatchError as exc:
+        raise UserError(str(exc)) from None
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            counts = await watcher.run(stop)
+        except WatchError as exc:
+            raise UserError(str(exc)) from None
+        return EXIT_REJECTED if args.strict and counts.skipped else EXIT_OK
+
+    return asyncio.run(main())
 
 
 def _cmd_codebleu(args: argparse.Namespace) -> int:
@@ -165,6 +216,60 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _add_demo(sub: Any) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="live demo: embedded broker, worker and producer, with a live table (Ctrl-C stops)",
+    )
+    demo.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="N",
+        help="N synthetic runs with a grade drop instead of the bundled real runs",
+    )
+    demo.add_argument(
+        "--watch",
+        nargs="+",
+        metavar="DIR",
+        help="publish the runs of ProjectScylla experiment directories as they finish",
+    )
+    demo.add_argument("--rate", type=float, default=60.0, help="events per second (60)")
+    demo.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    _add_config(demo)
+    demo.set_defaults(handler=_cmd_demo)
+
+
+def _add_watch(sub: Any) -> None:
+    watch = sub.add_parser(
+        "watch",
+        help="publish the finished runs of ProjectScylla experiment directories, then new ones",
+        description=(
+            "Publish every finished run (run_result.json) of the experiment directories, or of "
+            "the experiments in a results folder, as a run-completed event; keep watching for "
+            "new runs until Ctrl-C. A state file keeps a restart from sending runs again."
+        ),
+    )
+    watch.add_argument("dirs", nargs="+", metavar="DIR", help="experiment or results directories")
+    watch.add_argument("--once", action="store_true", help="publish what is there, then exit")
+    watch.add_argument(
+        "--state",
+        type=Path,
+        metavar="FILE",
+        help="the state file (default: one per broker and topic under $XDG_STATE_HOME/evalstream)",
+    )
+    watch.add_argument(
+        "--resend", action="store_true", help="publish every run again (the worker drops dups)"
+    )
+    watch.add_argument(
+        "--poll", type=float, metavar="S", help="rescan every S seconds instead of file events"
+    )
+    watch.add_argument(
+        "--strict", action="store_true", help="exit 1 when any run directory was skipped"
+    )
+    _add_config(watch)
+    watch.set_defaults(handler=_cmd_watch)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `stream-app` command line, one sub-command per task, each with its handler."""
     parser = argparse.ArgumentParser(
@@ -176,14 +281,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser(
         "replay",
-        help="run a JSON-lines file of run-completed events through the core; print the result",
+        help="run a file of run-completed events, or experiment directories, through the core",
         description=(
-            "Replay run-completed events (one JSON object a line; '-' reads stdin) and print the "
-            "final tier aggregates, cross-tier reports, rejected lines and ignored counts as JSON."
+            "Replay run-completed events (one JSON object a line; '-' reads stdin), or the "
+            "finished runs of ProjectScylla experiment directories, and print the final tier "
+            "aggregates, cross-tier reports, rejected lines and ignored counts as JSON."
         ),
     )
-    replay.add_argument("file", metavar="FILE", help="JSON-lines file, or - for stdin")
-    replay.add_argument("--strict", action="store_true", help="exit 1 when any line was rejected")
+    replay.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE|DIR",
+        help="a JSON-lines file, - for stdin, or ProjectScylla experiment directories",
+    )
+    replay.add_argument(
+        "--strict", action="store_true", help="exit 1 when any line (or run directory) was rejected"
+    )
     replay.add_argument(
         "--retire",
         action="store_true",
@@ -215,20 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(produce)
     produce.set_defaults(handler=_cmd_produce)
 
-    demo = sub.add_parser(
-        "demo",
-        help="live demo: embedded broker, worker and producer, with a live table (Ctrl-C stops)",
-    )
-    demo.add_argument(
-        "--synthetic",
-        type=int,
-        metavar="N",
-        help="N synthetic runs with a grade drop instead of the bundled real runs",
-    )
-    demo.add_argument("--rate", type=float, default=60.0, help="events per second (60)")
-    demo.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
-    _add_config(demo)
-    demo.set_defaults(handler=_cmd_demo)
+    _add_demo(sub)
+    _add_watch(sub)
 
     status = sub.add_parser(
         "status",

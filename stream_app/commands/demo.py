@@ -14,10 +14,11 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
@@ -28,6 +29,7 @@ from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
 from stream_app.commands.live_table import LiveState, render
 from stream_app.commands.producer import produce
 from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.watch import Watcher, WatchError, WatchOptions
 from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
@@ -45,6 +47,7 @@ class DemoOptions:
     rate: float = 60.0
     duration: float | None = None
     refresh_s: float = 0.5
+    watch: tuple[Path, ...] = ()  # ProjectScylla experiment directories instead of a file
 
 
 def bundled_runs() -> list[bytes]:
@@ -106,20 +109,53 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
         await consumer.stop()
 
 
-async def _run(settings: Settings, options: DemoOptions, worker: WorkerProcess, note: str) -> None:
-    metrics_url = f"http://{settings.web_bind}:{settings.web_port}/metrics"
+def _source(
+    settings: Settings, options: DemoOptions, workdir: Path, stop: asyncio.Event
+) -> tuple[Coroutine[Any, Any, object], str, Callable[[], tuple[str, int]]]:
+    """What the demo publishes: the producer's coroutine, a title, and what is published so far
+    (a phrase, and the number of runs the worker will have processed when it caught up)."""
+    if options.watch:
+        watcher = Watcher(
+            settings,
+            WatchOptions(roots=options.watch, state_path=workdir / "watch-state.jsonl"),
+            progress=None,
+        )
+        dirs = ", ".join(str(d) for d in options.watch)
+        return watcher.run(stop), f"runs of {dirs} as they finish", lambda: _found(watcher)
     lines: Iterable[bytes]
     if options.synthetic:
         total = options.synthetic
         lines = synthetic_lines(
             total, experiments=3, drop=GradeDrop(experiment="synthetic-01", tier="T5")
         )
-        source = f"{total:,} synthetic runs (grade drop injected in synthetic-01/T5)"
+        title = f"{total:,} synthetic runs (grade drop injected in synthetic-01/T5)"
     else:
         runs = bundled_runs()
         total = len(runs)
         lines = runs
-        source = f"{total:,} real runs (ProjectScylla, 3 experiments, T0-T6)"
+        title = f"{total:,} real runs (ProjectScylla, 3 experiments, T0-T6)"
+    coroutine = produce(
+        settings, lines, rate=options.rate, total=total, progress=None, create_topics=False
+    )
+    return coroutine, title, lambda: (f"at {options.rate:g}/s", total)
+
+
+def _found(watcher: Watcher) -> tuple[str, int]:
+    counts = watcher.scanner.counts()
+    return f"{counts.published:,} of {counts.found:,} found, {counts.skipped:,} skipped", (
+        counts.published
+    )
+
+
+async def _run(
+    settings: Settings, options: DemoOptions, worker: WorkerProcess, note: str, workdir: Path
+) -> None:
+    metrics_url = f"http://{settings.web_bind}:{settings.web_port}/metrics"
+    stop = asyncio.Event()
+    try:
+        publishing, source, published = _source(settings, options, workdir, stop)
+    except WatchError as exc:
+        raise DemoError(str(exc)) from None
     tty = sys.stdout.isatty()
     print(f"{note}; worker metrics: {metrics_url}", flush=True)
     await wait_for_broker(settings)
@@ -131,11 +167,8 @@ async def _run(settings: Settings, options: DemoOptions, worker: WorkerProcess, 
     await _wait_ready(worker)
 
     state = LiveState()
-    stop = asyncio.Event()
     follower = asyncio.create_task(_follow(settings, state, stop))
-    producer = asyncio.create_task(
-        produce(settings, lines, rate=options.rate, total=total, progress=None, create_topics=False)
-    )
+    producer = asyncio.create_task(publishing)
     started = time.monotonic()
     last_plain = 0.0
     try:
@@ -144,9 +177,10 @@ async def _run(settings: Settings, options: DemoOptions, worker: WorkerProcess, 
             now = time.monotonic()
             processed = _received(worker)
             done = producer.done()
+            phrase, total = published()
             header = (
                 f"evalstream demo — {source}\n"
-                f"{note} · produced {'all ' if done else ''}at {options.rate:g}/s · "
+                f"{note} · {'published all' if done else 'publishing'} {phrase} · "
                 f"processed {int(processed or 0):,}/{total:,} · metrics {metrics_url} · "
                 f"{'Ctrl-C stops' if options.duration is None else f'{options.duration:.0f} s run'}"
             )
@@ -193,7 +227,7 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
         bind=settings.web_bind,
     )
     loop = asyncio.new_event_loop()
-    main = loop.create_task(_run(settings, options, worker, note))
+    main = loop.create_task(_run(settings, options, worker, note, workdir))
 
     def interrupt() -> None:
         main.cancel()

@@ -1,0 +1,243 @@
+"""`stream-app watch DIR...`: publish the finished runs of ProjectScylla experiment directories
+as `run-completed` events, then keep watching for new ones until Ctrl-C (`--once`: what is there,
+then exit).
+
+File events (`watchfiles`) only say *where* to look: the scanner (`stream_app.scylla.scanner`)
+decides what is ready. A full rescan every `rescan_s` catches anything an event missed, and when
+file events are unavailable (no inotify, a network filesystem, `--poll`) the watcher rescans every
+few seconds instead. Runs are sent keyed by experiment (the worker's partitioning, so an
+experiment's runs stay in order), acknowledged by every replica (`acks=all`), and only then
+recorded in the state file: a crash in between re-sends runs the worker drops as duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TextIO
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from stream_app.scylla.layout import RUN_DIR_PATTERN
+from stream_app.scylla.run_event import RunEvent
+from stream_app.scylla.scanner import WATCHED_NAMES, Counts, Scanner
+from stream_app.scylla.watch_state import WatchState, default_state_path
+from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.service.settings import Settings
+
+PUBLISH_CHUNK: Final = 500
+"""Runs sent before their acknowledgements are awaited and recorded."""
+RETRY_MAX_S: Final = 30.0
+
+
+class WatchError(Exception):
+    """The watcher cannot start; the message is one line."""
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """What the user chose on the `stream-app watch` command line."""
+
+    roots: tuple[Path, ...]
+    once: bool = False
+    state_path: Path | None = None  # None: one file per broker and topic (default_state_path)
+    resend: bool = False  # publish every run again, whatever the state file says
+    poll_s: float | None = None  # rescan every S seconds instead of using file events
+    settle_s: float = 0.5
+    grace_s: float = 30.0
+    rescan_s: float = 60.0
+    fallback_poll_s: float = 2.0
+
+
+def _watch_filter(_change: object, path: str) -> bool:
+    name = Path(path).name
+    return name in WATCHED_NAMES or RUN_DIR_PATTERN.fullmatch(name) is not None
+
+
+def summary(counts: Counts) -> str:
+    """One progress line."""
+    before = f" ({counts.published_before:,} before this start)" if counts.published_before else ""
+    waiting = f" · {counts.waiting:,} being written" if counts.waiting else ""
+    return (
+        f"{counts.found:,} runs found · {counts.published:,} published{before} · "
+        f"{counts.skipped:,} skipped{waiting}"
+    )
+
+
+class Watcher:
+    """Publishes the runs the scanner finds; `run()` until `stop` is set (or once)."""
+
+    def __init__(
+        self, settings: Settings, options: WatchOptions, progress: TextIO | None = sys.stderr
+    ) -> None:
+        for root in options.roots:
+            if not root.is_dir():
+                raise WatchError(f"{root} is not a directory")
+        self.settings = settings
+        self.options = options
+        self.progress = progress
+        self.state_path = options.state_path or default_state_path(
+            settings.broker_url, settings.topics.input
+        )
+        self.state: WatchState | None = None
+        self.scanner = Scanner(
+            [r.resolve() for r in options.roots],
+            set(),
+            settle_s=options.settle_s,
+            grace_s=options.grace_s,
+        )
+        self.still_writing: list[Path] = []
+        self._changes: set[Path] = set()
+        self._wake = asyncio.Event()
+        self._poll_s = options.poll_s
+        self._last_line = ""
+        self._last_print = 0.0
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            print(f"watch: {line}", file=self.progress, flush=True)
+
+    def _report_progress(self, force: bool = False) -> None:
+        line = summary(self.scanner.counts())
+        now = time.monotonic()
+        if line != self._last_line and (force or now - self._last_print >= 1.0):
+            self._last_line, self._last_print = line, now
+            self._say(line)
+
+    async def run(self, stop: asyncio.Event | None = None) -> Counts:
+        """Publish until `stop` is set (or, with `once`, what is there now); returns the
+        counts."""
+        stop = stop or asyncio.Event()
+        try:
+            self.state = WatchState(self.state_path)
+        except OSError as exc:
+            raise WatchError(f"cannot use the state file {self.state_path}: {exc}") from None
+        if not self.options.resend:
+            self.scanner.published.update(self.state.run_ids)
+            self.scanner.remember_published_before()
+        await wait_for_broker(self.settings)
+        from stream_app.service.app import all_topics
+
+        await ensure_topics(self.settings, all_topics(self.settings))
+        producer = AIOKafkaProducer(**client_kwargs(self.settings), acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            if self.options.once:
+                await self._once(producer)
+            else:
+                await self._follow(producer, stop)
+        finally:
+            await producer.stop()
+            self.state.close()
+        self._report_progress(force=True)
+        return self.scanner.counts()
+
+    async def _once(self, producer: AIOKafkaProducer) -> None:
+        self.scanner.scan()
+        await self._publish(producer)
+        # Runs written in the last moments settle within settle_s; wait for those only.
+        while (retry := self.scanner.next_retry()) is not None and (
+            retry <= time.time() + self.options.settle_s
+        ):
+            await asyncio.sleep(max(retry - time.time(), 0.0) + 0.01)
+            self.scanner.retry_due()
+            await self._publish(producer)
+        self.still_writing = [loc.path for loc in self.scanner.give_up_waiting()]
+        for path in self.still_writing:
+            self._say(f"not published yet, still being written: {path}")
+
+    async def _follow(self, producer: AIOKafkaProducer, stop: asyncio.Event) -> None:
+        events = None if self._poll_s else asyncio.create_task(self._file_events(stop))
+        mode = f"rescanning every {self._poll_s:g} s" if self._poll_s else "file events"
+        roots = ", ".join(str(r) for r in self.options.roots)
+        self._say(f"watching {roots} ({mode}); state {self.state_path}; Ctrl-C stops")
+        stopping = asyncio.create_task(stop.wait())
+        next_full = 0.0
+        try:
+            while not stop.is_set():
+                now = time.time()
+                if now >= next_full:
+                    self.scanner.scan()
+                    next_full = now + (self._poll_s or self.options.rescan_s)
+                changes, self._changes = self._changes, set()
+                if changes:
+                    self.scanner.recheck(changes)
+                self.scanner.retry_due()
+                await self._publish(producer, stop)
+                self._report_progress()
+                wake_at = min(next_full, self.scanner.next_retry() or next_full)
+                self._wake.clear()
+                woken = asyncio.create_task(self._wake.wait())
+                await asyncio.wait(
+                    {woken, stopping},
+                    timeout=max(wake_at - time.time(), 0.05),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                woken.cancel()
+        finally:
+            stopping.cancel()
+            if events is not None:
+                events.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await events
+
+    async def _file_events(self, stop: asyncio.Event) -> None:
+        """Collect changed paths into `_changes`; on failure, fall back to rescans."""
+        try:
+            from watchfiles import awatch
+
+            async for batch in awatch(
+                *self.options.roots,
+                watch_filter=_watch_filter,
+                debounce=200,
+                step=50,
+                stop_event=stop,
+                recursive=True,
+                ignore_permission_denied=True,
+            ):
+                self._changes.update(Path(path) for _change, path in batch)
+                self._wake.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # no inotify, too many watches, an unsupported filesystem
+            self._poll_s = self.options.fallback_poll_s
+            self._say(f"file events unavailable ({exc}); rescanning every {self._poll_s:g} s")
+            self._wake.set()
+
+    async def _publish(self, producer: AIOKafkaProducer, stop: asyncio.Event | None = None) -> None:
+        ready, skipped = self.scanner.take()
+        for problem in skipped:
+            self._say(problem.line())
+        for start in range(0, len(ready), PUBLISH_CHUNK):
+            chunk = ready[start : start + PUBLISH_CHUNK]
+            await self._send(producer, chunk, stop)
+            assert self.state is not None
+            self.state.add(event.run_id for event in chunk)
+            self.scanner.published_now(chunk)
+            self._report_progress()
+
+    async def _send(
+        self, producer: AIOKafkaProducer, chunk: list[RunEvent], stop: asyncio.Event | None
+    ) -> None:
+        """Send until every run of the chunk is acknowledged; a broker outage is waited out
+        (re-sent runs are duplicates the worker drops)."""
+        delay = 1.0
+        topic = self.settings.topics.input
+        while True:
+            try:
+                sent = [
+                    await producer.send(topic, value=e.payload, key=e.experiment_id.encode())
+                    for e in chunk
+                ]
+                await asyncio.gather(*sent)
+                return
+            except KafkaError as exc:
+                if stop is not None and stop.is_set():
+                    raise
+                self._say(f"publishing failed ({type(exc).__name__}); retrying in {delay:.0f} s")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)

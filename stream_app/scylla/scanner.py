@@ -1,0 +1,272 @@
+"""Which runs of the watched directories are ready to publish, waiting, or malformed.
+
+A run is ready when its `run_result.json` parses and has not changed for `settle_s` (ProjectScylla
+writes it with a plain `json.dump`, not atomically). A `run_result.json` that does not parse is
+taken as still being written until it is `grace_s` old; then the run is malformed. A malformed run
+is reported once, with its path and reason, and looked at again only when one of its files
+changes. Published run_ids are never read again: restarts and rescans cost a directory listing.
+
+The scanner touches only the filesystem; `stream-app watch` publishes what it finds, `replay`
+folds it. Every `RunEvent` it hands out stays pending until `published()` is told about it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Final
+
+from stream_app.scylla.layout import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    RUN_RESULT,
+    RunLocation,
+    experiment_dirs,
+    find_runs,
+    locate,
+)
+from stream_app.scylla.run_event import (
+    Experiment,
+    MalformedRun,
+    RunEvent,
+    read_experiment,
+    run_event,
+)
+
+WATCHED_NAMES: Final = frozenset({RUN_RESULT, "timing.json", CONFIG_FILE.name, CHECKPOINT_FILE})
+"""The file names whose changes matter; every other file event (the agent's workspace) is noise."""
+_STILL_WRITING: Final = frozenset({"invalid_json", "missing_file"})
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A malformed run (or experiment) directory, reported once."""
+
+    path: Path
+    reason: str
+    detail: str
+
+    def line(self) -> str:
+        """One line for the user."""
+        return f"skipped {self.path}: {self.reason}: {self.detail}"
+
+
+class Status(Enum):
+    """Where one run stands."""
+
+    WAITING = "waiting"  # its run_result.json is still being written
+    READY = "ready"  # handed out, not yet published
+    PUBLISHED = "published"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class Counts:
+    """Runs found in the watched directories (with a `run_result.json`), by status."""
+
+    found: int = 0
+    published: int = 0
+    skipped: int = 0
+    waiting: int = 0  # being written; a found run neither published, skipped nor waiting is ready
+    published_before: int = 0  # published by an earlier watcher (the state file)
+
+
+@dataclass
+class _ExperimentEntry:
+    fingerprint: tuple[int, int]
+    experiment: Experiment | None
+    problem: MalformedRun | None = None
+
+
+@dataclass
+class Scanner:
+    """Finds ready, waiting and malformed runs; `take()` hands out what is ready and new."""
+
+    roots: list[Path]
+    published: set[str]  # run_ids published, by this watcher or (the state file) an earlier one
+    settle_s: float = 0.5
+    grace_s: float = 30.0
+    clock: Callable[[], float] = time.time
+    status: dict[RunLocation, Status] = field(default_factory=dict)
+    _before: set[str] = field(default_factory=set)
+    _experiments: dict[Path, _ExperimentEntry] = field(default_factory=dict)
+    _owners: dict[str, RunLocation] = field(default_factory=dict)
+    _ids: dict[RunLocation, str] = field(default_factory=dict)
+    _reported: dict[Path, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    _waiting: dict[RunLocation, float] = field(default_factory=dict)
+    _ready: dict[RunLocation, RunEvent] = field(default_factory=dict)
+    _reports: list[Skipped] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.remember_published_before()
+
+    def remember_published_before(self) -> None:
+        """The run_ids published now count as published before this start."""
+        self._before = set(self.published)
+
+    # -- what the caller sees -------------------------------------------------------------------
+
+    def take(self) -> tuple[list[RunEvent], list[Skipped]]:
+        """Runs ready since the last call, in window order, and newly malformed directories.
+        A taken run is handed out again by later scans until `published()` records it."""
+        ready = sorted(self._ready.values(), key=lambda e: e.order)
+        reports, self._ready, self._reports = self._reports, {}, []
+        return ready, reports
+
+    def published_now(self, events: Iterable[RunEvent]) -> None:
+        """The broker acknowledged these runs."""
+        for event in events:
+            self.published.add(event.run_id)
+            owner = self._owners.get(event.run_id)
+            if owner is not None and self.status.get(owner) is Status.READY:
+                self.status[owner] = Status.PUBLISHED
+
+    def counts(self) -> Counts:
+        """How many runs are in each state now."""
+        counts = Counts()
+        for location, status in self.status.items():
+            counts.found += 1
+            if status is Status.PUBLISHED:
+                counts.published += 1
+                counts.published_before += self._ids[location] in self._before
+            elif status is Status.SKIPPED:
+                counts.skipped += 1
+            elif status is Status.WAITING:
+                counts.waiting += 1
+        return counts
+
+    def next_retry(self) -> float | None:
+        """When a waiting run should be looked at again (the clock's time), if any is waiting."""
+        return min(self._waiting.values(), default=None)
+
+    # -- scanning ---------------------------------------------------------------------------------
+
+    def scan(self) -> None:
+        """Look at every run of every watched experiment."""
+        for experiment_dir in experiment_dirs(self.roots):
+            experiment = self._experiment(experiment_dir)
+            if experiment is not None:
+                for location in find_runs(experiment_dir):
+                    self._check(location, experiment)
+
+    def recheck(self, paths: Iterable[Path]) -> None:
+        """Look at the runs the changed paths belong to. A changed config, or a path outside
+        every known experiment (a new experiment in a results folder), makes a full scan."""
+        known = list(self._experiments)
+        for path in paths:
+            location = locate(path, known)
+            if location is not None:
+                experiment = self._experiment(location.experiment_dir)
+                if experiment is not None:
+                    self._check(location, experiment)
+            elif path.name == CONFIG_FILE.name or not any(path.is_relative_to(e) for e in known):
+                self.scan()
+                return
+
+    def retry_due(self) -> None:
+        """Look again at the waiting runs whose time has come."""
+        now = self.clock()
+        for location in [loc for loc, at in self._waiting.items() if at <= now]:
+            experiment = self._experiment(location.experiment_dir)
+            if experiment is not None:
+                self._check(location, experiment)
+
+    def give_up_waiting(self) -> list[RunLocation]:
+        """For a single pass (`--once`, replay): the runs still being written, forgotten."""
+        left = sorted(self._waiting)
+        for location in left:
+            del self._waiting[location]
+            self.status.pop(location, None)
+        return left
+
+    # -- one experiment, one run ------------------------------------------------------------------
+
+    def _experiment(self, experiment_dir: Path) -> Experiment | None:
+        config = experiment_dir / CONFIG_FILE
+        fingerprint = _stat(config)
+        entry = self._experiments.get(experiment_dir)
+        if entry is None or entry.fingerprint != fingerprint:
+            try:
+                entry = _ExperimentEntry(fingerprint, read_experiment(experiment_dir))
+            except MalformedRun as problem:
+                entry = _ExperimentEntry(fingerprint, None, problem)
+                self._reports.append(Skipped(experiment_dir, problem.reason, problem.detail))
+            self._experiments[experiment_dir] = entry
+        return entry.experiment
+
+    def _check(self, location: RunLocation, experiment: Experiment) -> None:
+        run_id = location.run_id(experiment.experiment_id)
+        self._waiting.pop(location, None)
+        owner = self._owners.get(run_id, location)
+        if owner == location and run_id in self.published:
+            self._claim(run_id, location, Status.PUBLISHED)
+            return
+        fingerprint = _fingerprint(location.path)
+        if fingerprint[0] == _ABSENT:
+            self.status.pop(location, None)  # not finished yet
+            return
+        if owner != location:
+            problem = MalformedRun("duplicate_run_id", f"{run_id} is also {owner.path}")
+            self._skip(location, fingerprint, problem)
+            return
+        if self._reported.get(location.path) == fingerprint:
+            return  # reported as it is; a change to one of its files brings it back
+        now = self.clock()
+        modified = fingerprint[0][0] / 1e9
+        if now - modified < self.settle_s:
+            self._wait(location, modified + self.settle_s)
+            return
+        try:
+            event = run_event(location, experiment)
+        except MalformedRun as problem:
+            if problem.reason in _STILL_WRITING and now - modified < self.grace_s:
+                self._wait(location, modified + self.grace_s)
+            else:
+                self._skip(location, fingerprint, problem)
+            return
+        self._reported.pop(location.path, None)
+        self._claim(run_id, location, Status.READY)
+        self._ready[location] = event
+
+    def _claim(self, run_id: str, location: RunLocation, status: Status) -> None:
+        self._owners[run_id] = location
+        self._ids[location] = run_id
+        self.status[location] = status
+
+    def _wait(self, location: RunLocation, until: float) -> None:
+        self._waiting[location] = until
+        self.status[location] = Status.WAITING
+
+    def _skip(
+        self, location: RunLocation, fingerprint: tuple[tuple[int, int], ...], problem: MalformedRun
+    ) -> None:
+        if self._reported.get(location.path) == fingerprint:
+            return
+        self._reported[location.path] = fingerprint
+        self.status[location] = Status.SKIPPED
+        self._ready.pop(location, None)
+        self._reports.append(Skipped(location.path, problem.reason, problem.detail))
+
+
+_ABSENT: Final = (0, -1)
+_RUN_FILES: Final = (
+    RUN_RESULT,
+    os.path.join("judge", "timing.json"),
+    os.path.join("agent", "timing.json"),
+)
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return _ABSENT
+    return st.st_mtime_ns, st.st_size
+
+
+def _fingerprint(run_dir: Path) -> tuple[tuple[int, int], ...]:
+    """(mtime, size) of the files a run's event is made from; run_result.json first."""
+    return tuple(_stat(run_dir / name) for name in _RUN_FILES)
