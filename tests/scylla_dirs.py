@@ -187,7 +187,9 @@ def write_event_as_run(results: Path, event: dict[str, Any], root: str = "comple
     back."""
     experiment = results / f"2026-01-05T09-00-00-{event['experiment_id']}"
     if not experiment.exists():
-        make_experiment(results, event["experiment_id"], models=[event["model"]], name=experiment.name)
+        make_experiment(
+            results, event["experiment_id"], models=[event["model"]], name=experiment.name
+        )
     started = datetime.fromisoformat(event["started_at"])
     ended = datetime.fromisoformat(event["completed_at"])
     tokens = event["tokens"]

@@ -111,7 +111,7 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
 
 def _source(
     settings: Settings, options: DemoOptions, workdir: Path, stop: asyncio.Event
-) -> tuple[Coroutine[Any, Any, object], str, Callable[[], tuple[str, int]]]:
+) -> tuple[Coroutine[Any, Any, object], str, Callable[[bool], tuple[str, int]]]:
     """What the demo publishes: the producer's coroutine, a title, and what is published so far
     (a phrase, and the number of runs the worker will have processed when it caught up)."""
     if options.watch:
@@ -121,7 +121,7 @@ def _source(
             progress=None,
         )
         dirs = ", ".join(str(d) for d in options.watch)
-        return watcher.run(stop), f"runs of {dirs} as they finish", lambda: _found(watcher)
+        return watcher.run(stop), f"runs of {dirs} as they finish", lambda _done: _found(watcher)
     lines: Iterable[bytes]
     if options.synthetic:
         total = options.synthetic
@@ -137,14 +137,17 @@ def _source(
     coroutine = produce(
         settings, lines, rate=options.rate, total=total, progress=None, create_topics=False
     )
-    return coroutine, title, lambda: (f"at {options.rate:g}/s", total)
+    return (
+        coroutine,
+        title,
+        lambda done: (f"produced {'all ' if done else ''}at {options.rate:g}/s", total),
+    )
 
 
 def _found(watcher: Watcher) -> tuple[str, int]:
     counts = watcher.scanner.counts()
-    return f"{counts.published:,} of {counts.found:,} found, {counts.skipped:,} skipped", (
-        counts.published
-    )
+    phrase = f"watching: {counts.published:,} of {counts.found:,} runs published"
+    return phrase + (f", {counts.skipped:,} skipped" if counts.skipped else ""), counts.published
 
 
 async def _run(
@@ -177,10 +180,10 @@ async def _run(
             now = time.monotonic()
             processed = _received(worker)
             done = producer.done()
-            phrase, total = published()
+            phrase, total = published(done)
             header = (
                 f"evalstream demo — {source}\n"
-                f"{note} · {'published all' if done else 'publishing'} {phrase} · "
+                f"{note} · {phrase} · "
                 f"processed {int(processed or 0):,}/{total:,} · metrics {metrics_url} · "
                 f"{'Ctrl-C stops' if options.duration is None else f'{options.duration:.0f} s run'}"
             )

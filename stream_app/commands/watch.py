@@ -94,6 +94,7 @@ class Watcher:
         self._changes: set[Path] = set()
         self._wake = asyncio.Event()
         self._poll_s = options.poll_s
+        self._next_full = 0.0  # when the next full scan is due (time.time())
         self._last_line = ""
         self._last_print = 0.0
 
@@ -155,35 +156,33 @@ class Watcher:
         mode = f"rescanning every {self._poll_s:g} s" if self._poll_s else "file events"
         roots = ", ".join(str(r) for r in self.options.roots)
         self._say(f"watching {roots} ({mode}); state {self.state_path}; Ctrl-C stops")
-        stopping = asyncio.create_task(stop.wait())
-        next_full = 0.0
+        stopping = asyncio.create_task(self._wake_on(stop))
         try:
             while not stop.is_set():
                 now = time.time()
-                if now >= next_full:
+                if now >= self._next_full:
                     self.scanner.scan()
-                    next_full = now + (self._poll_s or self.options.rescan_s)
+                    self._next_full = now + (self._poll_s or self.options.rescan_s)
                 changes, self._changes = self._changes, set()
                 if changes:
                     self.scanner.recheck(changes)
                 self.scanner.retry_due()
                 await self._publish(producer, stop)
                 self._report_progress()
-                wake_at = min(next_full, self.scanner.next_retry() or next_full)
+                wake_at = min(self._next_full, self.scanner.next_retry() or self._next_full)
                 self._wake.clear()
-                woken = asyncio.create_task(self._wake.wait())
-                await asyncio.wait(
-                    {woken, stopping},
-                    timeout=max(wake_at - time.time(), 0.05),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                woken.cancel()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), max(wake_at - time.time(), 0.05))
         finally:
-            stopping.cancel()
-            if events is not None:
-                events.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await events
+            for task in (stopping, events):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
 
     async def _file_events(self, stop: asyncio.Event) -> None:
         """Collect changed paths into `_changes`; on failure, fall back to rescans."""
@@ -205,6 +204,7 @@ class Watcher:
             raise
         except Exception as exc:  # no inotify, too many watches, an unsupported filesystem
             self._poll_s = self.options.fallback_poll_s
+            self._next_full = 0.0  # rescan now, then every _poll_s
             self._say(f"file events unavailable ({exc}); rescanning every {self._poll_s:g} s")
             self._wake.set()
 

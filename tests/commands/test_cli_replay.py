@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import SAMPLE_FILE, encode, make_event
+from scylla_dirs import Run, make_experiment, write_event_as_run, write_run
 
 STREAM_APP = shutil.which("stream-app") or str(Path(sys.executable).parent / "stream-app")
 
@@ -23,8 +24,9 @@ def test_replay_file() -> None:
     proc = run("replay", str(SAMPLE_FILE))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert set(doc) == {"tiers", "cross_tier", "rejected", "ignored", "retired"}
+    assert set(doc) == {"tiers", "cross_tier", "rejected", "ignored", "retired", "skipped_runs"}
     assert doc["retired"] == []
+    assert doc["skipped_runs"] == []
     assert len(doc["tiers"]) == 21
     assert [c["experiment_id"] for c in doc["cross_tier"]] == ["test-001", "test-002", "test-003"]
     assert doc["ignored"] == {"duplicate": 0, "late": 0}
@@ -60,6 +62,8 @@ def test_config_file_changes_the_result(tmp_path: Path) -> None:
     [
         (["replay", "/nonexistent.jsonl"], b"cannot read /nonexistent.jsonl"),
         (["replay", "-", "--config", "/nonexistent.yaml"], b"does not exist"),
+        (["replay", "/", "/nonexistent.jsonl"], b"/nonexistent.jsonl is not a directory"),
+        (["watch", "/nonexistent"], b"stream-app watch: error: /nonexistent is not a directory"),
     ],
 )
 def test_user_errors_are_one_line(args: list[str], message: bytes) -> None:
@@ -115,3 +119,37 @@ def test_replay_retire_retires_by_event_time_only_when_asked() -> None:
     retired = json.loads(run("replay", "-", "--retire", stdin=stdin).stdout)
     assert {t["experiment_id"] for t in retired["tiers"]} == {"new"}
     assert retired["retired"] == [{"experiment_id": "old", "at": "2026-02-01T00:00:00Z"}]
+
+
+def test_replay_experiment_directories(tmp_path: Path) -> None:
+    """`stream-app replay DIR`: a finished ProjectScylla experiment's tier table; a malformed run
+    is reported on stderr and in `skipped_runs`, and fails `--strict`."""
+    for line in SAMPLE_FILE.read_bytes().splitlines()[:40]:
+        write_event_as_run(tmp_path, json.loads(line))
+    experiment = tmp_path / "2026-01-05T09-00-00-test-001"
+    bad = write_run(experiment, Run(tier="T3", number=9), result={"run_number": 9})
+    proc = run("replay", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    want = json.loads(
+        run("replay", "-", stdin=b"\n".join(SAMPLE_FILE.read_bytes().splitlines()[:40])).stdout
+    )
+    assert doc["tiers"] == want["tiers"]
+    assert doc["cross_tier"] == want["cross_tier"]
+    assert doc["skipped_runs"] == [
+        {
+            "path": str(bad),
+            "reason": "missing_field",
+            "detail": "run_result.json: judge_passed must be true or false",
+        }
+    ]
+    assert proc.stderr.decode() == (
+        f"stream-app replay: skipped {bad}: missing_field: "
+        "run_result.json: judge_passed must be true or false\n"
+    )
+    assert run("replay", "--strict", str(experiment)).returncode == 1
+    # Two directories at once: the experiments of both.
+    other = make_experiment(tmp_path / "more", "exp-z")
+    write_run(other, Run())
+    both = json.loads(run("replay", str(experiment), str(tmp_path / "more")).stdout)
+    assert {t["experiment_id"] for t in both["tiers"]} == {"test-001", "exp-z"}

@@ -30,7 +30,8 @@ def test_sample_as_directories_replays_like_the_file(tmp_path: Path) -> None:
     from_file = replay_lines(SAMPLE, config)
     assert from_dirs.tiers == from_file.tiers
     assert from_dirs.cross_tier == from_file.cross_tier
-    assert from_dirs.rejected == [] and from_dirs.skipped_runs == []
+    assert from_dirs.rejected == []
+    assert from_dirs.skipped_runs == []
     assert len(from_dirs.tiers) == 21
 
 

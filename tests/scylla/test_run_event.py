@@ -174,8 +174,16 @@ def _corrupt(result: dict[str, object], **changes: object) -> dict[str, object]:
         ({"duration_seconds": 1e300}, "out_of_range", "duration_seconds"),
         ({"cost_usd": -0.5}, "invalid_event", "cost_usd"),
         ({"cost_usd": 1e12}, "invalid_event", "cost_usd"),
-        ({"token_stats": {"input_tokens": 1.5, "output_tokens": 1}}, "invalid_field", "input_tokens"),
-        ({"token_stats": {"input_tokens": -1, "output_tokens": 1}}, "invalid_event", "tokens.input"),
+        (
+            {"token_stats": {"input_tokens": 1.5, "output_tokens": 1}},
+            "invalid_field",
+            "input_tokens",
+        ),
+        (
+            {"token_stats": {"input_tokens": -1, "output_tokens": 1}},
+            "invalid_event",
+            "tokens.input",
+        ),
         ({"token_stats": {"output_tokens": 1}}, "invalid_field", "input_tokens"),
         ({"token_stats": "many"}, "missing_field", "token_stats"),
     ],
@@ -268,7 +276,8 @@ def test_layout_finds_runs_in_both_layouts_and_locates_paths(tmp_path: Path) -> 
     (experiment / "tiers" / "T0" / "00" / "run_01").mkdir(parents=True)
     found = list(find_runs(experiment))
     assert found == [location(experiment, r) for r in (flat, moved, unfinished)]
-    assert found[1].run_id("e") == "e/T10/01/run_12" and found[1].number == 12
+    assert found[1].run_id("e") == "e/T10/01/run_12"
+    assert found[1].number == 12
     inside = run_dir(experiment, moved) / "judge" / "timing.json"
     assert locate(inside, [tmp_path / "other", experiment]) == location(experiment, moved)
     assert locate(experiment / "checkpoint.json", [experiment]) is None

@@ -44,13 +44,15 @@ def test_complete_in_progress_and_malformed_runs_of_several_experiments(tmp_path
     assert ids(ready) == ["exp-a/T0/00/run_01", "exp-b/T0/00/run_01", "exp-a/T0/00/run_02"]
     assert json.loads(ready[1].payload)["model"] == "claude-sonnet-4-5-20250929"
     assert [(s.path, s.reason) for s in skipped] == [(bad, "missing_field")]
-    assert "judge_passed" in skipped[0].detail and str(bad) in skipped[0].line()
+    assert "judge_passed" in skipped[0].detail
+    assert str(bad) in skipped[0].line()
     counts = scan.counts()
     assert (counts.found, counts.published, counts.skipped, counts.waiting) == (4, 0, 1, 0)
     # Not yet published: handed out again; the malformed run is not reported again.
     scan.scan()
     again, skipped_again = scan.take()
-    assert ids(again) == ids(ready) and skipped_again == []
+    assert ids(again) == ids(ready)
+    assert skipped_again == []
     scan.published_now(again)
     scan.scan()
     assert scan.take() == ([], [])
@@ -96,14 +98,17 @@ def test_a_run_result_being_written_waits_then_is_malformed_after_the_grace(
     clock.now += 60
     scan.retry_due()
     ready, skipped = scan.take()
-    assert ready == [] and [s.reason for s in skipped] == ["invalid_json"]
-    assert scan.counts().skipped == 1 and scan.next_retry() is None
+    assert ready == []
+    assert [s.reason for s in skipped] == ["invalid_json"]
+    assert scan.counts().skipped == 1
+    assert scan.next_retry() is None
     # Fixed later: the change brings it back, and it is published.
     write_json(result, Run().result())
     clock.now = result.stat().st_mtime + 1
     scan.scan()
     ready, skipped = scan.take()
-    assert ids(ready) == ["exp-a/T0/00/run_01"] and skipped == []
+    assert ids(ready) == ["exp-a/T0/00/run_01"]
+    assert skipped == []
     assert scan.status[next(iter(scan.status))] is Status.READY
 
 
@@ -136,7 +141,8 @@ def test_the_same_run_id_in_two_directories(tmp_path: Path) -> None:
     ready, skipped = scan.take()
     assert ids(ready) == ["exp-a/T0/00/run_01"]
     assert [s.reason for s in skipped] == ["duplicate_run_id"]
-    assert skipped[0].path == run_dir(newer, Run()) and str(run_dir(older, Run())) in skipped[0].detail
+    assert skipped[0].path == run_dir(newer, Run())
+    assert str(run_dir(older, Run())) in skipped[0].detail
     scan.scan()
     assert scan.take()[1] == []
 
@@ -150,7 +156,8 @@ def test_a_broken_config_is_reported_once_and_its_runs_wait(tmp_path: Path) -> N
     scan.scan()
     scan.scan()
     ready, skipped = scan.take()
-    assert ready == [] and [(s.path, s.reason) for s in skipped] == [(experiment, "invalid_json")]
+    assert ready == []
+    assert [(s.path, s.reason) for s in skipped] == [(experiment, "invalid_json")]
     write_json(config, {"experiment_id": "exp-a", "models": ["claude-haiku-4-5"]})
     scan.recheck([config])
     assert ids(scan.take()[0]) == ["exp-a/T0/00/run_01"]
@@ -174,7 +181,8 @@ def test_give_up_waiting(tmp_path: Path) -> None:
     scan.scan()
     assert scan.counts().waiting == 1
     assert [location.path for location in scan.give_up_waiting()] == [directory]
-    assert scan.counts().found == 0 and scan.next_retry() is None
+    assert scan.counts().found == 0
+    assert scan.next_retry() is None
 
 
 def test_state_survives_a_torn_line_and_is_compacted(tmp_path: Path) -> None:
