@@ -36,10 +36,17 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     paths = [Path(name) for name in args.paths]
     if len(paths) > 1 or paths[0].is_dir():
         from stream_app.scylla.directory_replay import replay_directories
+        from stream_app.scylla.layout import experiment_dirs
 
         for path in paths:
             if not path.is_dir():
                 raise UserError(f"{path} is not a directory (give one file, or directories)")
+        for path in paths:
+            if not experiment_dirs([path]):
+                raise UserError(
+                    f"no ProjectScylla experiment in {path} (a directory with "
+                    "config/experiment.json or checkpoint.json, or a folder of them)"
+                )
         report = replay_directories(paths, settings, args.retire)
     elif args.paths[0] == "-":
         source = sys.stdin.buffer
@@ -144,6 +151,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_watch(args: argparse.Namespace) -> int:
     import asyncio
+    import logging
     import signal
 
     from stream_app.commands.watch import Watcher, WatchError, WatchOptions
@@ -156,6 +164,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         poll_s=args.poll,
     )
     settings = load_settings(args.config)
+    # One line per broker attempt (kafka_client), not aiokafka's connection errors many a second.
+    logging.basicConfig(level=logging.WARNING, format="watch: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         watcher = Watcher(settings, options)
     except WatchError as exc:
@@ -170,7 +181,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
             counts = await watcher.run(stop)
         except WatchError as exc:
             raise UserError(str(exc)) from None
-        return EXIT_REJECTED if args.strict and counts.skipped else EXIT_OK
+        skipped = counts.skipped or counts.skipped_experiments
+        return EXIT_REJECTED if args.strict and skipped else EXIT_OK
 
     return asyncio.run(main())
 

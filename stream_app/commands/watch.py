@@ -22,7 +22,7 @@ from typing import Final, TextIO
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from stream_app.scylla.layout import RUN_DIR_PATTERN
+from stream_app.scylla.layout import RUN_DIR_PATTERN, experiment_dirs
 from stream_app.scylla.run_event import RunEvent
 from stream_app.scylla.scanner import WATCHED_NAMES, Counts, Scanner
 from stream_app.scylla.watch_state import WatchState, default_state_path
@@ -32,6 +32,9 @@ from stream_app.service.settings import Settings
 PUBLISH_CHUNK: Final = 500
 """Runs sent before their acknowledgements are awaited and recorded."""
 RETRY_MAX_S: Final = 30.0
+ONCE_ATTEMPTS: Final = 5
+"""`--once` gives up on an unreachable broker after this many tries (about 15 s)."""
+STOP_GRACE_S: Final = 5.0
 
 
 class WatchError(Exception):
@@ -62,9 +65,15 @@ def summary(counts: Counts) -> str:
     """One progress line."""
     before = f" ({counts.published_before:,} before this start)" if counts.published_before else ""
     waiting = f" · {counts.waiting:,} being written" if counts.waiting else ""
+    experiments = counts.skipped_experiments
+    skipped_experiments = (
+        f" · {experiments} experiment{'s' if experiments > 1 else ''} skipped"
+        if experiments
+        else ""
+    )
     return (
         f"{counts.found:,} runs found · {counts.published:,} published{before} · "
-        f"{counts.skipped:,} skipped{waiting}"
+        f"{counts.skipped:,} skipped{waiting}{skipped_experiments}"
     )
 
 
@@ -97,6 +106,7 @@ class Watcher:
         self._next_full = 0.0  # when the next full scan is due (time.time())
         self._last_line = ""
         self._last_print = 0.0
+        self._line_due = False
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
@@ -104,14 +114,15 @@ class Watcher:
 
     def _report_progress(self, force: bool = False) -> None:
         line = summary(self.scanner.counts())
-        now = time.monotonic()
-        if line != self._last_line and (force or now - self._last_print >= 1.0):
-            self._last_line, self._last_print = line, now
+        now = time.time()
+        self._line_due = line != self._last_line
+        if self._line_due and (force or now - self._last_print >= 1.0):
+            self._last_line, self._last_print, self._line_due = line, now, False
             self._say(line)
 
     async def run(self, stop: asyncio.Event | None = None) -> Counts:
         """Publish until `stop` is set (or, with `once`, what is there now); returns the
-        counts."""
+        counts. A stop while the broker is out of reach ends it within `STOP_GRACE_S`."""
         stop = stop or asyncio.Event()
         try:
             self.state = WatchState(self.state_path)
@@ -120,33 +131,64 @@ class Watcher:
         if not self.options.resend:
             self.scanner.published.update(self.state.run_ids)
             self.scanner.remember_published_before()
-        await wait_for_broker(self.settings)
-        from stream_app.service.app import all_topics
-
-        await ensure_topics(self.settings, all_topics(self.settings))
-        producer = AIOKafkaProducer(**client_kwargs(self.settings), acks="all", linger_ms=5)
-        await producer.start()
+        body = asyncio.create_task(self._connect_and_publish(stop))
+        stopped = asyncio.create_task(stop.wait())
         try:
-            if self.options.once:
-                await self._once(producer)
-            else:
-                await self._follow(producer, stop)
+            await asyncio.wait({body, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not body.done():  # stopped: the loop ends at once, a wait for the broker does not
+                await asyncio.wait({body}, timeout=STOP_GRACE_S)
         finally:
-            await producer.stop()
-            self.state.close()
+            stopped.cancel()
+            if not body.done():
+                body.cancel()
+            try:
+                await body
+            except asyncio.CancelledError:
+                if not stop.is_set():
+                    raise
+            finally:
+                self.state.close()
         self._report_progress(force=True)
         return self.scanner.counts()
 
-    async def _once(self, producer: AIOKafkaProducer) -> None:
+    async def _connect_and_publish(self, stop: asyncio.Event) -> None:
+        attempts = ONCE_ATTEMPTS if self.options.once else None
+        await wait_for_broker(self.settings, max_attempts=attempts)
+        from stream_app.service.app import all_topics
+
+        await ensure_topics(self.settings, all_topics(self.settings))
+        producer = AIOKafkaProducer(
+            **client_kwargs(self.settings), acks="all", linger_ms=5, request_timeout_ms=10_000
+        )
+        await producer.start()
+        try:
+            if self.options.once:
+                self._check_experiments()
+                await self._once(producer, stop)
+            else:
+                await self._follow(producer, stop)
+        finally:
+            with contextlib.suppress(Exception):  # a broker gone: nothing left to flush to
+                await asyncio.wait_for(producer.stop(), STOP_GRACE_S)
+
+    def _check_experiments(self) -> None:
+        if not experiment_dirs(self.scanner.roots):
+            roots = ", ".join(str(r) for r in self.options.roots)
+            self._say(
+                f"no experiment in {roots} yet (a directory with config/experiment.json or "
+                "checkpoint.json, or a folder of them)"
+            )
+
+    async def _once(self, producer: AIOKafkaProducer, stop: asyncio.Event) -> None:
         self.scanner.scan()
-        await self._publish(producer)
+        await self._publish(producer, stop)
         # Runs written in the last moments settle within settle_s; wait for those only.
         while (retry := self.scanner.next_retry()) is not None and (
             retry <= time.time() + self.options.settle_s
         ):
             await asyncio.sleep(max(retry - time.time(), 0.0) + 0.01)
             self.scanner.retry_due()
-            await self._publish(producer)
+            await self._publish(producer, stop)
         self.still_writing = [loc.path for loc in self.scanner.give_up_waiting()]
         for path in self.still_writing:
             self._say(f"not published yet, still being written: {path}")
@@ -156,6 +198,7 @@ class Watcher:
         mode = f"rescanning every {self._poll_s:g} s" if self._poll_s else "file events"
         roots = ", ".join(str(r) for r in self.options.roots)
         self._say(f"watching {roots} ({mode}); state {self.state_path}; Ctrl-C stops")
+        self._check_experiments()
         stopping = asyncio.create_task(self._wake_on(stop))
         try:
             while not stop.is_set():
@@ -170,7 +213,11 @@ class Watcher:
                 await self._publish(producer, stop)
                 self._report_progress()
                 wake_at = min(self._next_full, self.scanner.next_retry() or self._next_full)
+                if self._line_due:  # a changed line held back by the once-a-second limit
+                    wake_at = min(wake_at, self._last_print + 1.0)
                 self._wake.clear()
+                if stop.is_set():
+                    break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), max(wake_at - time.time(), 0.05))
         finally:
@@ -190,7 +237,7 @@ class Watcher:
             from watchfiles import awatch
 
             async for batch in awatch(
-                *self.options.roots,
+                *self.scanner.roots,
                 watch_filter=_watch_filter,
                 debounce=200,
                 step=50,
@@ -224,8 +271,9 @@ class Watcher:
         self, producer: AIOKafkaProducer, chunk: list[RunEvent], stop: asyncio.Event | None
     ) -> None:
         """Send until every run of the chunk is acknowledged; a broker outage is waited out
-        (re-sent runs are duplicates the worker drops)."""
+        (re-sent runs are duplicates the worker drops), by `--once` for `ONCE_ATTEMPTS` tries."""
         delay = 1.0
+        attempt = 0
         topic = self.settings.topics.input
         while True:
             try:
@@ -236,8 +284,14 @@ class Watcher:
                 await asyncio.gather(*sent)
                 return
             except KafkaError as exc:
+                attempt += 1
                 if stop is not None and stop.is_set():
                     raise
+                if self.options.once and attempt >= ONCE_ATTEMPTS:
+                    raise WatchError(
+                        f"publishing failed {attempt} times ({type(exc).__name__}); the runs "
+                        "not published are sent by the next run"
+                    ) from None
                 self._say(f"publishing failed ({type(exc).__name__}); retrying in {delay:.0f} s")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)

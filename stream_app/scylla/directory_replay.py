@@ -12,7 +12,13 @@ from pathlib import Path
 from schemas.replay_report import ReplayReport, SkippedRun
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
-from stream_app.scylla.scanner import Scanner
+from stream_app.scylla.scanner import Scanner, Skipped
+
+
+def printable(text: object) -> str:
+    """A path as text JSON can carry: bytes that are not UTF-8 (kept by Python as lone
+    surrogates) become U+FFFD."""
+    return str(text).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def replay_directories(
@@ -22,6 +28,10 @@ def replay_directories(
     scanner = Scanner([r.resolve() for r in roots], set(), settle_s=0.0, grace_s=0.0)
     scanner.scan()
     events, skipped = scanner.take()
+    skipped += [  # none with no grace; said rather than dropped if ever
+        Skipped(location.path, "still_being_written", "run_result.json is being written")
+        for location in scanner.give_up_waiting()
+    ]
     replay = Replay(config, retire)
     for line, event in enumerate(events, start=1):
         replay.feed(event.payload, line)
@@ -29,7 +39,8 @@ def replay_directories(
     return report.model_copy(
         update={
             "skipped_runs": [
-                SkippedRun(path=str(s.path), reason=s.reason, detail=s.detail) for s in skipped
+                SkippedRun(path=printable(s.path), reason=s.reason, detail=printable(s.detail))
+                for s in skipped
             ]
         }
     )

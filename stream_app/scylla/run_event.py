@@ -66,6 +66,7 @@ class RunEvent:
     experiment_id: str
     completed_at: datetime
     payload: bytes
+    fingerprint: tuple[tuple[int, int], ...] = ()  # (mtime, size) of the files it was made from
 
     @property
     def order(self) -> tuple[datetime, str]:
@@ -193,22 +194,29 @@ def _model(run_dir: Path, experiment: Experiment) -> str:
     try:
         stdout = _object(run_dir / "agent" / "result.json").get("stdout")
         usage = json.loads(stdout).get("modelUsage") if isinstance(stdout, str) else None
-    except (MalformedRun, ValueError, AttributeError):
+    except (MalformedRun, ValueError, AttributeError, RecursionError):
         usage = None
+    used = []
     if isinstance(usage, dict):
-        used = [
-            (float(v.get("outputTokens", 0) or 0), m)
-            for m, v in usage.items()
-            if m in experiment.models and isinstance(v, dict)
-        ]
-        if used:
-            return str(max(used)[1])
-    return experiment.models[0]
+        for name, value in usage.items():
+            tokens = value.get("outputTokens") if isinstance(value, dict) else None
+            if name in experiment.models and isinstance(tokens, int | float):
+                used.append((tokens, name))
+    return str(max(used)[1]) if used else experiment.models[0]
 
 
-def run_event(location: RunLocation, experiment: Experiment) -> RunEvent:
+def run_event(
+    location: RunLocation,
+    experiment: Experiment,
+    fingerprint: tuple[tuple[int, int], ...] = (),
+) -> RunEvent:
     """The event of a finished run; `MalformedRun` when the directory does not make one."""
     run_dir = location.path
+    for name in (location.tier, location.subtest, location.run):
+        try:
+            name.encode()
+        except UnicodeEncodeError:
+            raise MalformedRun("invalid_name", "a directory name is not UTF-8") from None
     result = _object(run_dir / RUN_RESULT)
     run_number = result.get("run_number")
     if isinstance(run_number, bool) or not isinstance(run_number, int):
@@ -261,7 +269,7 @@ def run_event(location: RunLocation, experiment: Experiment) -> RunEvent:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise MalformedRun("invalid_event", f"{where}: {first['msg']}") from None
-    return RunEvent(run_id, experiment.experiment_id, checked.completed_at, payload)
+    return RunEvent(run_id, experiment.experiment_id, checked.completed_at, payload, fingerprint)
 
 
 def _format(moment: datetime) -> str:

@@ -72,6 +72,7 @@ class Counts:
     skipped: int = 0
     waiting: int = 0  # being written; a found run neither published, skipped nor waiting is ready
     published_before: int = 0  # published by an earlier watcher (the state file)
+    skipped_experiments: int = 0  # experiment directories whose config makes no events
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Scanner:
     _waiting: dict[RunLocation, float] = field(default_factory=dict)
     _ready: dict[RunLocation, RunEvent] = field(default_factory=dict)
     _reports: list[Skipped] = field(default_factory=list)
+    _sent: dict[RunLocation, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.remember_published_before()
@@ -123,6 +125,7 @@ class Scanner:
             owner = self._owners.get(event.run_id)
             if owner is not None and self.status.get(owner) is Status.READY:
                 self.status[owner] = Status.PUBLISHED
+                self._sent[owner] = event.fingerprint
 
     def counts(self) -> Counts:
         """How many runs are in each state now."""
@@ -136,6 +139,7 @@ class Scanner:
                 counts.skipped += 1
             elif status is Status.WAITING:
                 counts.waiting += 1
+        counts.skipped_experiments = sum(e.problem is not None for e in self._experiments.values())
         return counts
 
     def next_retry(self) -> float | None:
@@ -154,17 +158,24 @@ class Scanner:
 
     def recheck(self, paths: Iterable[Path]) -> None:
         """Look at the runs the changed paths belong to. A changed config, or a path outside
-        every known experiment (a new experiment in a results folder), makes a full scan."""
+        every known experiment (a new experiment in a results folder), makes a full scan; a
+        directory inside an experiment makes a scan of that experiment."""
         known = list(self._experiments)
         for path in paths:
             location = locate(path, known)
+            owner = next((e for e in known if path.is_relative_to(e)), None)
             if location is not None:
                 experiment = self._experiment(location.experiment_dir)
                 if experiment is not None:
                     self._check(location, experiment)
-            elif path.name == CONFIG_FILE.name or not any(path.is_relative_to(e) for e in known):
+            elif path.name == CONFIG_FILE.name or owner is None:
                 self.scan()
                 return
+            elif path.is_dir():  # a tier or subtest directory moved in: its runs
+                experiment = self._experiment(owner)
+                if experiment is not None:
+                    for run in find_runs(owner):
+                        self._check(run, experiment)
 
     def retry_due(self) -> None:
         """Look again at the waiting runs whose time has come."""
@@ -190,12 +201,44 @@ class Scanner:
         entry = self._experiments.get(experiment_dir)
         if entry is None or entry.fingerprint != fingerprint:
             try:
-                entry = _ExperimentEntry(fingerprint, read_experiment(experiment_dir))
+                experiment = read_experiment(experiment_dir)
             except MalformedRun as problem:
-                entry = _ExperimentEntry(fingerprint, None, problem)
+                self._experiments[experiment_dir] = _ExperimentEntry(fingerprint, None, problem)
                 self._reports.append(Skipped(experiment_dir, problem.reason, problem.detail))
+                return None
+            was = entry.experiment if entry is not None else None
+            if was is not None and was.experiment_id != experiment.experiment_id:
+                self._reports.append(
+                    Skipped(
+                        experiment_dir,
+                        "experiment_id_changed",
+                        f"was {was.experiment_id!r}, now {experiment.experiment_id!r}: its runs "
+                        f"are published again under the new id; the old id's stay until retired",
+                    )
+                )
+            entry = _ExperimentEntry(fingerprint, experiment)
             self._experiments[experiment_dir] = entry
-        return entry.experiment
+        if entry.experiment is None:
+            return None
+        first = min(
+            (
+                d
+                for d, e in self._experiments.items()
+                if e.experiment is not None
+                and e.experiment.experiment_id == entry.experiment.experiment_id
+            ),
+            default=experiment_dir,
+        )
+        if first != experiment_dir and entry.problem is None:
+            # The same experiment id in two directories (a fresh start of the same config) makes
+            # the same run_ids: the first directory in name order keeps the id, as in replay.
+            entry.problem = MalformedRun(
+                "duplicate_experiment", f"{entry.experiment.experiment_id!r} is also {first}"
+            )
+            self._reports.append(
+                Skipped(experiment_dir, entry.problem.reason, entry.problem.detail)
+            )
+        return None if entry.problem is not None else entry.experiment
 
     def _check(self, location: RunLocation, experiment: Experiment) -> None:
         run_id = location.run_id(experiment.experiment_id)
@@ -203,6 +246,17 @@ class Scanner:
         owner = self._owners.get(run_id, location)
         if owner == location and run_id in self.published:
             self._claim(run_id, location, Status.PUBLISHED)
+            sent = self._sent.get(location)
+            if sent is not None and _fingerprint(location.path) != sent:
+                self._sent[location] = _fingerprint(location.path)
+                self._reports.append(
+                    Skipped(
+                        location.path,
+                        "changed_after_publish",
+                        "its files changed after it was published; the published run stands "
+                        "(run_id is the idempotency key)",
+                    )
+                )
             return
         fingerprint = _fingerprint(location.path)
         if fingerprint[0] == _ABSENT:
@@ -216,13 +270,14 @@ class Scanner:
             return  # reported as it is; a change to one of its files brings it back
         now = self.clock()
         modified = fingerprint[0][0] / 1e9
-        if now - modified < self.settle_s:
+        age = now - modified  # negative for a file dated in the future: settled, not waiting
+        if 0 <= age < self.settle_s:
             self._wait(location, modified + self.settle_s)
             return
         try:
-            event = run_event(location, experiment)
+            event = run_event(location, experiment, fingerprint)
         except MalformedRun as problem:
-            if problem.reason in _STILL_WRITING and now - modified < self.grace_s:
+            if problem.reason in _STILL_WRITING and 0 <= age < self.grace_s:
                 self._wait(location, modified + self.grace_s)
             else:
                 self._skip(location, fingerprint, problem)

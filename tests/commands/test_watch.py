@@ -92,3 +92,40 @@ async def test_file_events_that_cannot_start_fall_back_to_rescans(
     assert w._next_full == 0.0  # the next loop rescans at once
     assert "file events unavailable" in progress.getvalue()
     assert "rescanning every 0.7 s" in progress.getvalue()
+
+
+def test_ctrl_c_while_the_broker_is_unreachable_stops_it_promptly(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    experiment = make_experiment(tmp_path / "results", "exp-a")
+    write_run(experiment, Run())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stream_app", "watch", str(tmp_path / "results")],
+        env={
+            **os.environ,
+            "EVALSTREAM_BROKER_URL": "kafka://127.0.0.1:1",
+            "XDG_STATE_HOME": str(tmp_path),
+        },
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert time.monotonic() - started < 8
+    assert process.returncode == 0, err
+    text = err.decode()
+    assert "watch: broker 127.0.0.1:1 unreachable (KafkaConnectionError); retrying in 1 s" in text
+    assert "Traceback" not in text
+    assert text.count("\n") < 10, text

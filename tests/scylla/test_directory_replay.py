@@ -43,3 +43,14 @@ def test_skipped_runs_are_in_the_report(tmp_path: Path) -> None:
     report = replay_directories([experiment], CoreConfig())
     assert [a.run_ids for a in report.tiers] == [["exp-a/T0/00/run_01"]]
     assert [(s.path, s.reason) for s in report.skipped_runs] == [(str(bad), "missing_field")]
+
+
+def test_names_that_are_not_utf8_do_not_break_the_report(tmp_path: Path) -> None:
+    import os
+
+    experiment = make_experiment(tmp_path, "exp-a")
+    write_run(experiment, Run(subtest=os.fsdecode(b"\xff")))
+    report = replay_directories([experiment], CoreConfig())
+    assert [s.reason for s in report.skipped_runs] == ["invalid_name"]
+    assert "\ufffd" in report.skipped_runs[0].path
+    report.model_dump_json()  # serialisable

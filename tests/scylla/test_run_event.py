@@ -3,6 +3,7 @@ directory can be malformed."""
 
 import json
 import math
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -299,3 +300,30 @@ def test_the_run_number_must_match_the_directory(tmp_path: Path) -> None:
     write_run(experiment, run)
     assert event_of(experiment, run)["run_id"] == "test-001/T0/00/run_100"
     assert datetime.fromisoformat(str(event_of(experiment, run)["completed_at"])).tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        json.dumps({"modelUsage": {"claude-haiku-4-5": {"outputTokens": "lots"}}}),
+        "[" * 200_000,
+        json.dumps({"modelUsage": ["claude-haiku-4-5"]}),
+        json.dumps([1]),
+    ],
+)
+def test_odd_agent_output_falls_back_to_the_first_model(tmp_path: Path, stdout: str) -> None:
+    experiment = make_experiment(tmp_path, "test-001")
+    run = Run()
+    directory = write_run(experiment, run)
+    write_json(directory / "agent" / "result.json", {"stdout": stdout})
+    exp = Experiment("test-001", ("claude-sonnet-4-5-20250929", "claude-haiku-4-5"))
+    assert event_of(experiment, run, exp)["model"] == "claude-sonnet-4-5-20250929"
+
+
+def test_a_name_that_is_not_utf8_is_malformed(tmp_path: Path) -> None:
+    experiment = make_experiment(tmp_path, "test-001")
+    name = os.fsdecode(b"\xff")
+    run = Run(subtest=name)
+    write_run(experiment, run)
+    with pytest.raises(MalformedRun, match="invalid_name"):
+        run_event(location(experiment, run), EXPERIMENT)

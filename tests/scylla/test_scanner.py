@@ -129,22 +129,91 @@ def test_a_malformed_run_is_reported_once_until_it_changes(tmp_path: Path) -> No
     assert [r.reason for r in scan.take()[1]] == ["out_of_range"]
 
 
-def test_the_same_run_id_in_two_directories(tmp_path: Path) -> None:
-    """A fresh start of the same experiment config makes the same run_ids: the first directory's
-    run is published, the other is skipped and said, never silently dropped."""
+def test_the_same_experiment_id_in_two_directories(tmp_path: Path) -> None:
+    """A fresh start of the same experiment config makes the same run_ids: the first directory
+    in name order keeps the id (as replay does), the other is skipped and said, never silently
+    dropped."""
     older = make_experiment(tmp_path, "exp-a", name="2026-01-01T00-00-00-exp-a")
     newer = make_experiment(tmp_path, "exp-a", name="2026-02-01T00-00-00-exp-a")
-    write_run(older, Run())
-    write_run(newer, Run())
+    write_run(older, Run(number=1))
+    write_run(newer, Run(number=1))
+    write_run(newer, Run(number=2))
     scan = scanner([tmp_path])
     scan.scan()
     ready, skipped = scan.take()
     assert ids(ready) == ["exp-a/T0/00/run_01"]
-    assert [s.reason for s in skipped] == ["duplicate_run_id"]
-    assert skipped[0].path == run_dir(newer, Run())
-    assert str(run_dir(older, Run())) in skipped[0].detail
+    assert [(s.path, s.reason) for s in skipped] == [(newer, "duplicate_experiment")]
+    assert str(older) in skipped[0].detail
+    scan.published_now(ready)
     scan.scan()
-    assert scan.take()[1] == []
+    assert scan.take() == ([], [])
+    assert scan.counts().skipped_experiments == 1
+
+
+def test_the_same_run_in_both_layouts(tmp_path: Path) -> None:
+    experiment = make_experiment(tmp_path, "exp-a")
+    write_run(experiment, Run(root=""))
+    write_run(experiment, Run(root="completed"))
+    scan = scanner([experiment])
+    scan.scan()
+    ready, skipped = scan.take()
+    assert ids(ready) == ["exp-a/T0/00/run_01"]
+    assert [(s.path, s.reason) for s in skipped] == [
+        (run_dir(experiment, Run(root="completed")), "duplicate_run_id")
+    ]
+
+
+def test_a_changed_experiment_id_is_said(tmp_path: Path) -> None:
+    experiment = make_experiment(tmp_path, "exp-a")
+    write_run(experiment, Run())
+    scan = scanner([experiment])
+    scan.scan()
+    scan.published_now(scan.take()[0])
+    config = experiment / "config" / "experiment.json"
+    write_json(config, {"experiment_id": "exp-b", "models": ["claude-haiku-4-5"]})
+    scan.recheck([config])
+    ready, skipped = scan.take()
+    assert ids(ready) == ["exp-b/T0/00/run_01"]
+    assert [s.reason for s in skipped] == ["experiment_id_changed"]
+    assert "was 'exp-a', now 'exp-b'" in skipped[0].detail
+
+
+def test_a_run_changed_after_it_was_published_is_said_once(tmp_path: Path) -> None:
+    experiment = make_experiment(tmp_path, "exp-a")
+    run = Run()
+    directory = write_run(experiment, run)
+    scan = scanner([experiment])
+    scan.scan()
+    scan.published_now(scan.take()[0])
+    write_json(directory / "run_result.json", {**run.result(), "judge_score": 0.1})
+    for _ in range(2):
+        scan.recheck([directory / "run_result.json"])
+        scan.scan()
+    ready, skipped = scan.take()
+    assert ready == []
+    assert [s.reason for s in skipped] == ["changed_after_publish"]
+
+
+def test_a_file_dated_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
+    experiment = make_experiment(tmp_path, "exp-a")
+    directory = write_run(experiment, Run())
+    tomorrow = time.time() + 86400
+    os.utime(directory / "run_result.json", (tomorrow, tomorrow))
+    scan = Scanner([experiment], set())  # the real clock: the file is a day ahead of it
+    scan.scan()
+    assert ids(scan.take()[0]) == ["exp-a/T0/00/run_01"]
+
+
+def test_a_tier_directory_moved_in_is_found_from_its_event(tmp_path: Path) -> None:
+    experiment = make_experiment(tmp_path, "exp-a")
+    scan = scanner([experiment])
+    scan.scan()
+    elsewhere = make_experiment(tmp_path / "elsewhere", "exp-a")
+    write_run(elsewhere, Run(tier="T4"))
+    (experiment / "completed").mkdir()
+    (elsewhere / "completed" / "T4").rename(experiment / "completed" / "T4")
+    scan.recheck([experiment / "completed" / "T4"])  # the one event a rename gives
+    assert ids(scan.take()[0]) == ["exp-a/T4/00/run_01"]
 
 
 def test_a_broken_config_is_reported_once_and_its_runs_wait(tmp_path: Path) -> None:
