@@ -22,9 +22,9 @@ from typing import Final, TextIO
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from stream_app.scylla.layout import RUN_DIR_PATTERN, experiment_dirs
+from stream_app.scylla.layout import experiment_dirs, may_matter
 from stream_app.scylla.run_event import RunEvent
-from stream_app.scylla.scanner import WATCHED_NAMES, Counts, Scanner
+from stream_app.scylla.scanner import Counts, Scanner
 from stream_app.scylla.watch_state import WatchState, default_state_path
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
@@ -54,11 +54,6 @@ class WatchOptions:
     grace_s: float = 30.0
     rescan_s: float = 60.0
     fallback_poll_s: float = 2.0
-
-
-def _watch_filter(_change: object, path: str) -> bool:
-    name = Path(path).name
-    return name in WATCHED_NAMES or RUN_DIR_PATTERN.fullmatch(name) is not None
 
 
 def summary(counts: Counts) -> str:
@@ -236,9 +231,10 @@ class Watcher:
         try:
             from watchfiles import awatch
 
+            roots = set(self.scanner.roots)
             async for batch in awatch(
                 *self.scanner.roots,
-                watch_filter=_watch_filter,
+                watch_filter=lambda _change, path: may_matter(Path(path), roots),
                 debounce=200,
                 step=50,
                 stop_event=stop,

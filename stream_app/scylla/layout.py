@@ -108,6 +108,25 @@ def find_runs(experiment_dir: Path) -> Iterator[RunLocation]:
                     yield RunLocation(experiment_dir, root, tier, subtest, run)
 
 
+WATCHED_NAMES: Final = frozenset({RUN_RESULT, "timing.json", CONFIG_FILE.name, CHECKPOINT_FILE})
+
+
+def may_matter(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether a changed path can change what is published: a file a run's event is made of, the
+    config, a run, tier or subtest directory, `completed/`, or a new directory in a results
+    folder. Files inside a new directory can come before the watch on it, so the directory's own
+    event must lead to a scan. Everything else (an agent's busy workspace) is noise."""
+    name = path.name
+    return (
+        name in WATCHED_NAMES
+        or name == "completed"
+        or RUN_DIR_PATTERN.fullmatch(name) is not None
+        or _TIER.fullmatch(name) is not None
+        or _TIER.fullmatch(path.parent.name) is not None  # a subtest directory
+        or path.parent in roots
+    )
+
+
 def locate(path: Path, experiments: Iterable[Path]) -> RunLocation | None:
     """The run a changed file or directory belongs to, or None when it belongs to no run."""
     for experiment in experiments:

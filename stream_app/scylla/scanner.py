@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Final
 
 from stream_app.scylla.layout import (
-    CHECKPOINT_FILE,
     CONFIG_FILE,
     RUN_RESULT,
     RunLocation,
@@ -36,8 +35,6 @@ from stream_app.scylla.run_event import (
     run_event,
 )
 
-WATCHED_NAMES: Final = frozenset({RUN_RESULT, "timing.json", CONFIG_FILE.name, CHECKPOINT_FILE})
-"""The file names whose changes matter; every other file event (the agent's workspace) is noise."""
 _STILL_WRITING: Final = frozenset({"invalid_json", "missing_file"})
 
 
@@ -90,6 +87,7 @@ class Scanner:
     published: set[str]  # run_ids published, by this watcher or (the state file) an earlier one
     settle_s: float = 0.5
     grace_s: float = 30.0
+    unfinished_poll_s: float = 0.5
     clock: Callable[[], float] = time.time
     status: dict[RunLocation, Status] = field(default_factory=dict)
     _before: set[str] = field(default_factory=set)
@@ -98,6 +96,8 @@ class Scanner:
     _ids: dict[RunLocation, str] = field(default_factory=dict)
     _reported: dict[Path, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _waiting: dict[RunLocation, float] = field(default_factory=dict)
+    _unfinished: dict[RunLocation, None] = field(default_factory=dict)
+    _unfinished_due: float = 0.0
     _ready: dict[RunLocation, RunEvent] = field(default_factory=dict)
     _reports: list[Skipped] = field(default_factory=list)
     _sent: dict[RunLocation, tuple[tuple[int, int], ...]] = field(default_factory=dict)
@@ -143,8 +143,9 @@ class Scanner:
         return counts
 
     def next_retry(self) -> float | None:
-        """When a waiting run should be looked at again (the clock's time), if any is waiting."""
-        return min(self._waiting.values(), default=None)
+        """When a waiting or unfinished run should be looked at again (the clock's time)."""
+        unfinished = self._unfinished_due if self._unfinished else None
+        return min([*self._waiting.values(), *([unfinished] if unfinished else [])], default=None)
 
     # -- scanning ---------------------------------------------------------------------------------
 
@@ -178,9 +179,14 @@ class Scanner:
                         self._check(run, experiment)
 
     def retry_due(self) -> None:
-        """Look again at the waiting runs whose time has come."""
+        """Look again at the waiting runs whose time has come, and every `unfinished_poll_s` at
+        the runs that have a directory but no `run_result.json` yet."""
         now = self.clock()
-        for location in [loc for loc, at in self._waiting.items() if at <= now]:
+        due = [loc for loc, at in self._waiting.items() if at <= now]
+        if self._unfinished and self._unfinished_due <= now:
+            due += list(self._unfinished)
+            self._unfinished_due = now + self.unfinished_poll_s
+        for location in due:
             experiment = self._experiment(location.experiment_dir)
             if experiment is not None:
                 self._check(location, experiment)
@@ -260,8 +266,17 @@ class Scanner:
             return
         fingerprint = _fingerprint(location.path)
         if fingerprint[0] == _ABSENT:
-            self.status.pop(location, None)  # not finished yet
+            # Not finished yet. Polled: a file event inside a directory that was just created
+            # can be missed (the kernel watch is added after the directory appears).
+            self.status.pop(location, None)
+            if location.path.is_dir():
+                if not self._unfinished:
+                    self._unfinished_due = self.clock() + self.unfinished_poll_s
+                self._unfinished[location] = None
+            else:
+                self._unfinished.pop(location, None)
             return
+        self._unfinished.pop(location, None)
         if owner != location:
             problem = MalformedRun("duplicate_run_id", f"{run_id} is also {owner.path}")
             self._skip(location, fingerprint, problem)

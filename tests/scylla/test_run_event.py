@@ -327,3 +327,28 @@ def test_a_name_that_is_not_utf8_is_malformed(tmp_path: Path) -> None:
     write_run(experiment, run)
     with pytest.raises(MalformedRun, match="invalid_name"):
         run_event(location(experiment, run), EXPERIMENT)
+
+
+def test_which_changed_paths_may_matter(tmp_path: Path) -> None:
+    from stream_app.scylla.layout import may_matter
+
+    root = tmp_path / "results"
+    experiment = root / "2026-01-23T17-01-08-exp"
+    run = experiment / "completed" / "T0" / "05" / "run_01"
+    for path in [
+        run / "run_result.json",
+        run / "judge" / "timing.json",
+        experiment / "config" / "experiment.json",
+        run,
+        run.parent,  # a new subtest directory: files in it may come before its watch
+        run.parent.parent,
+        experiment / "completed",
+        experiment,  # a new experiment in the results folder
+    ]:
+        assert may_matter(path, {root}), path
+    for path in [
+        run / "workspace" / "src" / "main.py",
+        run / "agent" / "stdout.log",
+        run / "workspace" / "node_modules",
+    ]:
+        assert not may_matter(path, {root}), path

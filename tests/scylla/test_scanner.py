@@ -278,3 +278,22 @@ def test_default_state_path_is_per_destination(tmp_path: Path, monkeypatch) -> N
     assert one != default_state_path("kafka://127.0.0.1:9093", "run-completed")
     assert one != default_state_path("kafka://127.0.0.1:9092", "other-topic")
     assert one == default_state_path("kafka://127.0.0.1:9092", "run-completed")
+
+
+def test_an_unfinished_run_is_polled_without_any_file_event(tmp_path: Path) -> None:
+    """A run directory seen before its run_result.json exists is looked at every 0.5 s: the
+    file's own event can be lost when its directory was created just before it."""
+    experiment = make_experiment(tmp_path, "exp-a")
+    run = Run()
+    directory = write_run(experiment, run, finished=False)
+    clock = Clock()
+    scan = scanner([experiment], clock=clock)
+    scan.scan()
+    assert scan.next_retry() == pytest.approx(clock.now + 0.5)
+    write_json(directory / "run_result.json", run.result())
+    scan.retry_due()  # not yet due
+    assert scan.take() == ([], [])
+    clock.now += 0.5
+    scan.retry_due()
+    assert ids(scan.take()[0]) == ["exp-a/T0/00/run_01"]
+    assert scan.next_retry() is None  # nothing unfinished is left
