@@ -162,6 +162,7 @@ class Scanner:
         every known experiment (a new experiment in a results folder), makes a full scan; a
         directory inside an experiment makes a scan of that experiment."""
         known = list(self._experiments)
+        scanned: set[Path] = set()
         for path in paths:
             location = locate(path, known)
             owner = next((e for e in known if path.is_relative_to(e)), None)
@@ -172,7 +173,8 @@ class Scanner:
             elif path.name == CONFIG_FILE.name or owner is None:
                 self.scan()
                 return
-            elif path.is_dir():  # a tier or subtest directory moved in: its runs
+            elif owner not in scanned and path.is_dir():  # a new tier or subtest directory
+                scanned.add(owner)
                 experiment = self._experiment(owner)
                 if experiment is not None:
                     for run in find_runs(owner):

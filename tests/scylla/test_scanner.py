@@ -245,7 +245,7 @@ def test_give_up_waiting(tmp_path: Path) -> None:
     experiment = make_experiment(tmp_path, "exp-a")
     directory = write_run(experiment, Run())
     clock = Clock()
-    clock.now = (directory / "run_result.json").stat().st_mtime
+    clock.now = (directory / "run_result.json").stat().st_mtime + 0.1  # settling
     scan = scanner([experiment], clock=clock)
     scan.scan()
     assert scan.counts().waiting == 1
