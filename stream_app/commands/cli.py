@@ -36,17 +36,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     paths = [Path(name) for name in args.paths]
     if len(paths) > 1 or paths[0].is_dir():
         from stream_app.scylla.directory_replay import replay_directories
-        from stream_app.scylla.layout import experiment_dirs
+        from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
 
         for path in paths:
             if not path.is_dir():
                 raise UserError(f"{path} is not a directory (give one file, or directories)")
         for path in paths:
             if not experiment_dirs([path]):
-                raise UserError(
-                    f"no ProjectScylla experiment in {path} (a directory with "
-                    "config/experiment.json or checkpoint.json, or a folder of them)"
-                )
+                raise UserError(f"no ProjectScylla experiment in {path} ({WHAT_AN_EXPERIMENT_IS})")
         report = replay_directories(paths, settings, args.retire)
     elif args.paths[0] == "-":
         source = sys.stdin.buffer

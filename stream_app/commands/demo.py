@@ -111,9 +111,10 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
 
 def _source(
     settings: Settings, options: DemoOptions, workdir: Path, stop: asyncio.Event
-) -> tuple[Coroutine[Any, Any, object], str, Callable[[bool], tuple[str, int]]]:
-    """What the demo publishes: the producer's coroutine, a title, and what is published so far
-    (a phrase, and the number of runs the worker will have processed when it caught up)."""
+) -> tuple[Callable[[], Coroutine[Any, Any, object]], str, Callable[[bool], tuple[str, int]]]:
+    """What the demo publishes: the publisher (made only when it starts, so a demo that fails
+    before leaves no coroutine unawaited), a title, and what is published so far (a phrase, and
+    the number of runs the worker will have processed when it caught up)."""
     if options.watch:
         watcher = Watcher(
             settings,
@@ -121,7 +122,11 @@ def _source(
             progress=None,
         )
         dirs = ", ".join(str(d) for d in options.watch)
-        return watcher.run(stop), f"runs of {dirs} as they finish", lambda _done: _found(watcher)
+        return (
+            lambda: watcher.run(stop),
+            f"runs of {dirs} as they finish",
+            lambda _done: _found(watcher),
+        )
     lines: Iterable[bytes]
     if options.synthetic:
         total = options.synthetic
@@ -134,11 +139,10 @@ def _source(
         total = len(runs)
         lines = runs
         title = f"{total:,} real runs (ProjectScylla, 3 experiments, T0-T6)"
-    coroutine = produce(
-        settings, lines, rate=options.rate, total=total, progress=None, create_topics=False
-    )
     return (
-        coroutine,
+        lambda: produce(
+            settings, lines, rate=options.rate, total=total, progress=None, create_topics=False
+        ),
         title,
         lambda done: (f"produced {'all ' if done else ''}at {options.rate:g}/s", total),
     )
@@ -171,7 +175,7 @@ async def _run(
 
     state = LiveState()
     follower = asyncio.create_task(_follow(settings, state, stop))
-    producer = asyncio.create_task(publishing)
+    producer = asyncio.create_task(publishing())
     started = time.monotonic()
     last_plain = 0.0
     try:

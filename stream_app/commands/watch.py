@@ -22,7 +22,7 @@ from typing import Final, TextIO
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from stream_app.scylla.layout import experiment_dirs, may_matter
+from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs, may_matter
 from stream_app.scylla.run_event import RunEvent
 from stream_app.scylla.scanner import Counts, Scanner
 from stream_app.scylla.watch_state import WatchState, default_state_path
@@ -94,7 +94,6 @@ class Watcher:
             settle_s=options.settle_s,
             grace_s=options.grace_s,
         )
-        self.still_writing: list[Path] = []
         self._changes: set[Path] = set()
         self._wake = asyncio.Event()
         self._poll_s = options.poll_s
@@ -169,10 +168,7 @@ class Watcher:
     def _check_experiments(self) -> None:
         if not experiment_dirs(self.scanner.roots):
             roots = ", ".join(str(r) for r in self.options.roots)
-            self._say(
-                f"no experiment in {roots} yet (a directory with config/experiment.json or "
-                "checkpoint.json, or a folder of them)"
-            )
+            self._say(f"no experiment in {roots} yet ({WHAT_AN_EXPERIMENT_IS})")
 
     async def _once(self, producer: AIOKafkaProducer, stop: asyncio.Event) -> None:
         self.scanner.scan()
@@ -184,9 +180,8 @@ class Watcher:
             await asyncio.sleep(max(retry - time.time(), 0.0) + 0.01)
             self.scanner.retry_due()
             await self._publish(producer, stop)
-        self.still_writing = [loc.path for loc in self.scanner.give_up_waiting()]
-        for path in self.still_writing:
-            self._say(f"not published yet, still being written: {path}")
+        for location in self.scanner.give_up_waiting():
+            self._say(f"not published yet, still being written: {location.path}")
 
     async def _follow(self, producer: AIOKafkaProducer, stop: asyncio.Event) -> None:
         events = None if self._poll_s else asyncio.create_task(self._file_events(stop))

@@ -52,9 +52,10 @@ class RunLocation:
         """The event's idempotency key: `experiment_id/tier/subtest/run_NN`."""
         return f"{experiment_id}/{self.tier}/{self.subtest}/{self.run}"
 
-    def relative(self) -> str:
-        """`T0/00/run_01` (with `completed/` when it is there), for messages."""
-        return str(Path(self.root, self.tier, self.subtest, self.run))
+
+WHAT_AN_EXPERIMENT_IS: Final = (
+    "a directory with config/experiment.json or checkpoint.json, or a folder of them"
+)
 
 
 def is_experiment(path: Path) -> bool:

@@ -144,8 +144,10 @@ class Scanner:
 
     def next_retry(self) -> float | None:
         """When a waiting or unfinished run should be looked at again (the clock's time)."""
-        unfinished = self._unfinished_due if self._unfinished else None
-        return min([*self._waiting.values(), *([unfinished] if unfinished else [])], default=None)
+        times = list(self._waiting.values())
+        if self._unfinished:
+            times.append(self._unfinished_due)
+        return min(times, default=None)
 
     # -- scanning ---------------------------------------------------------------------------------
 
@@ -255,8 +257,9 @@ class Scanner:
         if owner == location and run_id in self.published:
             self._claim(run_id, location, Status.PUBLISHED)
             sent = self._sent.get(location)
-            if sent is not None and _fingerprint(location.path) != sent:
-                self._sent[location] = _fingerprint(location.path)
+            on_disk = _fingerprint(location.path) if sent is not None else None
+            if on_disk is not None and on_disk != sent:
+                self._sent[location] = on_disk
                 self._reports.append(
                     Skipped(
                         location.path,
