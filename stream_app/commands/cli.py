@@ -205,7 +205,8 @@ def _cmd_pass_at_k(args: argparse.Namespace) -> int:
     from stream_app.metrics.pass_at_k import calculate_pass_at_k
 
     try:
-        scores = {str(k): calculate_pass_at_k(args.n, args.c, k) for k in args.k}
+        # Named as calculate_pass_at_k_for_multiple and the README name them, not bare "1".
+        scores = {f"pass@{k}": calculate_pass_at_k(args.n, args.c, k) for k in args.k}
     except ValueError as exc:
         raise UserError(str(exc)) from None
     print(json.dumps({"n": args.n, "c": args.c, "pass_at_k": scores}, indent=2))
