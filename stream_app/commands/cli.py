@@ -13,7 +13,7 @@ from stream_app.commands.broker import BrokerError
 from stream_app.commands.demo import DemoError
 from stream_app.commands.worker import StartupError
 from stream_app.core.replay import replay_lines
-from stream_app.service.settings import ConfigError, load_settings
+from stream_app.service.settings import ConfigError, Settings, load_settings
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -28,6 +28,22 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="YAML or TOML config file (see README)"
     )
+
+
+def _add_broker(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker",
+        metavar="URL",
+        help="bootstrap servers, e.g. kafka://127.0.0.1:9092 "
+        "(overrides EVALSTREAM_BROKER_URL and the config file)",
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The command's settings: `--broker`, where the command has it, over env and config."""
+    broker = getattr(args, "broker", None)
+    overrides = {"broker_url": broker} if broker is not None else {}
+    return load_settings(args.config, **overrides)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -101,7 +117,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     from stream_app.commands.worker import run_worker
 
-    return run_worker(load_settings(args.config))
+    return run_worker(_settings(args))
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
@@ -111,7 +127,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     from stream_app.commands.producer import produce
     from stream_app.commands.synthetic import GradeDrop, synthetic_lines
 
-    settings = load_settings(args.config)
+    settings = _settings(args)
     lines: Iterable[bytes]
     total = None
     if args.synthetic is not None:
@@ -143,7 +159,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         duration=args.duration,
         watch=tuple(Path(d) for d in args.watch or ()),
     )
-    return run_demo(load_settings(args.config), options)
+    return run_demo(_settings(args), options)
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -160,7 +176,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         resend=args.resend,
         poll_s=args.poll,
     )
-    settings = load_settings(args.config)
+    settings = _settings(args)
     # One line per broker attempt (kafka_client), not aiokafka's connection errors many a second.
     logging.basicConfig(level=logging.WARNING, format="watch: %(message)s")
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -245,6 +261,12 @@ def _add_demo(sub: Any) -> None:
     )
     demo.add_argument("--rate", type=float, default=60.0, help="events per second (60)")
     demo.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    demo.add_argument(
+        "--broker",
+        metavar="URL",
+        help="use this broker instead of starting the embedded one "
+        "(overrides EVALSTREAM_BROKER_URL and the config file)",
+    )
     _add_config(demo)
     demo.set_defaults(handler=_cmd_demo)
 
@@ -276,6 +298,7 @@ def _add_watch(sub: Any) -> None:
     watch.add_argument(
         "--strict", action="store_true", help="exit 1 when any run directory was skipped"
     )
+    _add_broker(watch)
     _add_config(watch)
     watch.set_defaults(handler=_cmd_watch)
 
@@ -324,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.set_defaults(handler=_cmd_broker)
 
     worker = sub.add_parser("worker", help="run the streaming worker (Faust) until Ctrl-C")
+    _add_broker(worker)
     _add_config(worker)
     worker.set_defaults(handler=_cmd_worker)
 
@@ -335,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--drop-tier", default="T5", help="tier whose grade drops halfway (T5)")
     produce.add_argument("--no-drop", action="store_true", help="no injected grade drop")
     produce.add_argument("--seed", type=int, default=7, help="synthetic random seed (7)")
+    _add_broker(produce)
     _add_config(produce)
     produce.set_defaults(handler=_cmd_produce)
 
