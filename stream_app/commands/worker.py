@@ -1,20 +1,33 @@
-"""`stream-app worker`: checks what a user can get wrong (port taken, broker down), creates the
-topics, then runs the Faust worker until SIGINT/SIGTERM."""
+"""`stream-app worker`: checks what a user can get wrong (port taken, broker down), answers
+`/healthz` while it waits for the broker, creates the topics, then runs the Faust worker until
+SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import signal
 import socket
+from typing import TYPE_CHECKING, Any
 
 from stream_app.service.settings import Settings
+
+if TYPE_CHECKING:
+    from stream_app.service.web import WaitingPages
 
 log = logging.getLogger(__name__)
 
 
 class StartupError(Exception):
     """A problem the user can fix, reported as one line."""
+
+
+def _port_error(host: str, port: int, exc: OSError) -> StartupError:
+    if exc.errno == errno.EADDRINUSE:
+        return StartupError(f"web port {host}:{port} is already in use (set EVALSTREAM_WEB_PORT)")
+    return StartupError(f"cannot bind the web port {host}:{port}: {exc.strerror or exc}")
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -24,11 +37,7 @@ def check_port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise StartupError(
-                    f"web port {host}:{port} is already in use (set EVALSTREAM_WEB_PORT)"
-                ) from None
-            raise StartupError(f"cannot bind the web port {host}:{port}: {exc.strerror}") from None
+            raise _port_error(host, port, exc) from None
 
 
 async def prepare(settings: Settings) -> None:
@@ -50,6 +59,43 @@ def configure_logging(level: str) -> None:
     )
 
 
+async def open_waiting_pages(settings: Settings) -> WaitingPages:
+    """`/healthz` and `/readyz` on the web port from the start, before the broker is reached."""
+    from stream_app.service.web import WaitingPages
+
+    pages = WaitingPages(settings.web_bind, settings.web_port)
+    try:
+        await pages.start()
+    except OSError as exc:
+        raise _port_error(settings.web_bind, settings.web_port, exc) from None
+    return pages
+
+
+async def wait_for_cluster(settings: Settings) -> bool:
+    """`prepare`, unless SIGINT or SIGTERM comes first: then False. Faust handles the signals
+    only once it runs; until then a worker told to stop while it waits must stop, cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    preparing = asyncio.ensure_future(prepare(settings))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((preparing, stopping), return_when=asyncio.FIRST_COMPLETED)
+        if stopping.done():
+            return False
+        preparing.result()  # its exception, if it failed
+        return True
+    finally:
+        for task in (preparing, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+
+
 def run_worker(settings: Settings) -> int:
     """`stream-app worker`: the streaming service itself; blocks until it stops, returns its exit
     code."""
@@ -58,23 +104,18 @@ def run_worker(settings: Settings) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(prepare(settings))
+        pages = loop.run_until_complete(open_waiting_pages(settings))
+        try:
+            if not loop.run_until_complete(wait_for_cluster(settings)):
+                log.info("evalstream worker: stopped while waiting for the broker")
+                return 0
+            # Made while the waiting pages still answer: importing and building Faust takes a
+            # second, the port is then handed over within milliseconds.
+            worker = faust_worker(settings, loop)
+        finally:
+            loop.run_until_complete(pages.close())
     except KeyboardInterrupt:
         return 130
-
-    import faust
-
-    from stream_app.service.app import create_app
-
-    app = create_app(settings)
-    worker = faust.Worker(
-        app,
-        loop=loop,
-        loglevel=settings.log_level.upper(),
-        quiet=True,
-        redirect_stdouts=False,
-        override_logging=False,
-    )
     log.info(
         "evalstream worker: broker %s, metrics on http://%s:%d/metrics",
         ",".join(settings.bootstrap_servers),
@@ -86,3 +127,19 @@ def run_worker(settings: Settings) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+def faust_worker(settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
+    """The Faust worker of evalstream's app, not started."""
+    import faust
+
+    from stream_app.service.app import create_app
+
+    return faust.Worker(
+        create_app(settings),
+        loop=loop,
+        loglevel=settings.log_level.upper(),
+        quiet=True,
+        redirect_stdouts=False,
+        override_logging=False,
+    )

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import faust
-from faust.types import StreamT
+from faust.app import BootStrategy
+from faust.types import ServiceT, StreamT
 
 from stream_app import __version__
 from stream_app.core.window import to_epoch_us
@@ -81,10 +82,29 @@ TABLE: dict[str, Any] = {
 }
 
 
+class WebFirstBoot(BootStrategy):
+    """Faust's start order with the web server before the producer: `/healthz` answers while the
+    producer connects (a broker that went away again after `stream-app worker` reached it),
+    and the port is free between the waiting pages (`web.WaitingPages`) and Faust's pages for
+    milliseconds, not for the producer's connection. Stop order is the reverse, as before."""
+
+    def server(self) -> Iterable[ServiceT]:
+        """The services of a worker, in start order."""
+        return self._chain(
+            self.sensors(),
+            self.web_server(),
+            self.kafka_producer(),
+            self.kafka_consumer(),
+            self.agents(),
+            self.kafka_conductor(),
+            self.tables(),
+        )
+
+
 def faust_app(settings: Settings) -> faust.App:
     """The Faust app with evalstream's settings and none from Faust's own environment."""
     n = settings.partitions
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         # Faust reads BROKER_URL, STORE_URL, WEB_PORT… from os.environ and lets them override
         # code; an empty env makes EVALSTREAM_* the only configuration.
@@ -117,6 +137,8 @@ def faust_app(settings: Settings) -> faust.App:
         canonical_url=settings.canonical_url,
         Monitor=QuietMonitor,
     )
+    app.boot_strategy = WebFirstBoot(app)
+    return app
 
 
 def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.App:
