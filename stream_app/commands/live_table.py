@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.aggregates import TierAggregate
@@ -15,6 +16,8 @@ from stream_app.core.keys import split_tier_key
 
 HIGHLIGHT_S = 15.0
 GRADE_COLOURS = {"A": "32", "B": "36", "C": "33", "D": "35", "F": "31"}
+DIM = "2"
+GRADE_WIDTH = 12  # "filling 9/10"; wider capacities push the row, not the grade out
 
 
 @dataclass
@@ -38,6 +41,14 @@ class LiveState:
         del self.changes[:-50]
 
 
+def _grade_cell(agg: TierAggregate, paint: Callable[[str, str], str]) -> str:
+    """The grade of a full window; a window still filling says so instead, since its grade is
+    of fewer runs than the grade changes and alerts are about."""
+    if agg.runs < agg.capacity:
+        return paint(f"{f'filling {agg.runs}/{agg.capacity}':<{GRADE_WIDTH}}", DIM)
+    return paint(f"{agg.grade:<{GRADE_WIDTH}}", GRADE_COLOURS[agg.grade])
+
+
 def _money(value: float) -> str:
     return "never passes" if math.isinf(value) else f"${value:.4f}"
 
@@ -55,7 +66,7 @@ def render(state: LiveState, header: str, colour: bool, now: float | None = None
             recent[(change.experiment_id, change.tier)] = change
     lines = [header, ""]
     columns = (
-        f"{'experiment':<18} {'tier':<5} {'runs':>5} {'grade':<6} {'composite':>9} "
+        f"{'experiment':<18} {'tier':<5} {'runs':>5} {'grade':<{GRADE_WIDTH}} {'composite':>9} "
         f"{'pass rate':>9} {'cost of pass':>13} {'uplift':>8}"
     )
     lines.append(paint(columns, "1") if colour else columns)
@@ -65,7 +76,7 @@ def render(state: LiveState, header: str, colour: bool, now: float | None = None
         report = state.reports.get(experiment)
         uplift = report.tier_uplift.get(tier) if report else None
         uplift_text = f"{uplift:+.1%}" if uplift is not None else "—"
-        grade = paint(f"{agg.grade:<6}", GRADE_COLOURS[agg.grade]) if colour else f"{agg.grade:<6}"
+        grade = _grade_cell(agg, paint)
         row = (
             f"{experiment[:18]:<18} {tier:<5} {agg.runs:>5} {grade} "
             f"{agg.composite_score.median:>9.3f} {agg.pass_rate.mean:>9.0%} "
