@@ -1,0 +1,267 @@
+"""`stream-app observe` without starting Prometheus: the generated configs, the options, the
+notification printer and the in-process webhook receiver."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import io
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers import REPO, prometheus_tool
+from stream_app.commands import observe
+from stream_app.commands.observe import (
+    AlertReceiver,
+    ObserveConfig,
+    ObserveError,
+    alertmanager_config,
+    format_notification,
+    parse_duration,
+    parse_target,
+    prometheus_config,
+)
+
+PRODUCTION_AM = yaml.safe_load((REPO / "prometheus" / "alertmanager.yml").read_text())
+WEBHOOK = "http://127.0.0.1:4321/alerts"
+
+
+def config(**overrides: Any) -> ObserveConfig:
+    values: dict[str, Any] = {
+        "targets": ("127.0.0.1:6066", "127.0.0.1:6067"),
+        "prometheus_port": 19090,
+        "alertmanager_port": 19093,
+        "repo": REPO,
+    }
+    return ObserveConfig(**{**values, **overrides})
+
+
+def test_prometheus_config_scrapes_the_targets_with_the_repository_rules() -> None:
+    doc = prometheus_config(config(scrape_interval="2s", evaluation_interval="3s"))
+    assert doc["global"]["scrape_interval"] == "2s"
+    assert doc["global"]["evaluation_interval"] == "3s"
+    jobs = {job["job_name"]: job for job in doc["scrape_configs"]}
+    assert jobs["evalstream"]["static_configs"] == [
+        {"targets": ["127.0.0.1:6066", "127.0.0.1:6067"]}
+    ]
+    assert jobs["evalstream"]["metrics_path"] == "/metrics"
+    assert jobs["prometheus"]["static_configs"] == [{"targets": ["127.0.0.1:19090"]}]
+    assert doc["alerting"]["alertmanagers"] == [
+        {"static_configs": [{"targets": ["127.0.0.1:19093"]}]}
+    ]
+    # The rules are read where they live in the repository, not copied.
+    loaded = sorted(path for pattern in doc["rule_files"] for path in glob.glob(pattern))
+    assert loaded == sorted(str(p) for p in (REPO / "prometheus" / "rules").glob("*.yml"))
+    assert all(Path(pattern).is_absolute() for pattern in doc["rule_files"])
+
+
+def test_runbook_base_url_is_an_external_label_defaulting_to_the_readme() -> None:
+    default = prometheus_config(config())["global"]["external_labels"]
+    assert default == {"runbook_base_url": (REPO / "README.md").resolve().as_uri()}
+    given = prometheus_config(config(runbook_base_url="https://git.example/evalstream/README.md"))
+    assert given["global"]["external_labels"]["runbook_base_url"] == (
+        "https://git.example/evalstream/README.md"
+    )
+
+
+def test_alertmanager_config_routes_like_production_to_the_webhook() -> None:
+    doc = alertmanager_config(config(group_wait="1s"), WEBHOOK)
+    route, production = doc["route"], PRODUCTION_AM["route"]
+    assert route["group_wait"] == "1s"
+    for key in ("group_by", "group_interval", "repeat_interval", "receiver", "routes"):
+        assert route[key] == production[key], key
+    assert doc["inhibit_rules"] == PRODUCTION_AM["inhibit_rules"]
+    names = {r["name"] for r in PRODUCTION_AM["receivers"]}
+    assert {r["name"] for r in doc["receivers"]} == names
+    for receiver in doc["receivers"]:
+        assert receiver["webhook_configs"] == [{"url": WEBHOOK, "send_resolved": True}]
+    assert set(receiver) == {"name", "webhook_configs"}
+
+
+def test_group_interval_can_be_shortened_for_tests() -> None:
+    doc = alertmanager_config(config(group_wait="1s", group_interval="2s"), WEBHOOK)
+    assert doc["route"]["group_interval"] == "2s"
+
+
+def test_generated_configs_pass_promtool_and_amtool(tmp_path: Path) -> None:
+    promtool, amtool = prometheus_tool("promtool"), prometheus_tool("amtool")
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config(config())))
+    (tmp_path / "alertmanager.yml").write_text(
+        yaml.safe_dump(alertmanager_config(config(), WEBHOOK))
+    )
+    for command in (
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+        [amtool, "check-config", str(tmp_path / "alertmanager.yml")],
+    ):
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("text", "expected"), [("15s", "15s"), ("1m30s", "1m30s"), ("2", "2s")])
+def test_durations(text: str, expected: str) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0", "0s", "1.5s", "fast", "-1s", "10 s"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration(text)
+
+
+def test_targets() -> None:
+    assert parse_target("127.0.0.1:6066") == "127.0.0.1:6066"
+    assert parse_target("worker-1:6067") == "worker-1:6067"
+    assert parse_target("[::1]:6066") == "[::1]:6066"
+    for bad in ("6066", "host:", "host:http", "host:70000", ":6066"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_target(bad)
+
+
+def notification(status: str = "firing", **alert_overrides: Any) -> dict[str, Any]:
+    alert = {
+        "status": status,
+        "labels": {
+            "alertname": "TierGradeDropped",
+            "experiment": "synthetic-01",
+            "tier": "T5",
+            "severity": "page",
+        },
+        "annotations": {
+            "summary": "Grade of T5 dropped in experiment synthetic-01",
+            "description": "The full 10-run window now grades 1 point,\nbelow its best.",
+            "runbook_url": "file:///repo/README.md#runbook-tiergradedropped",
+        },
+        "startsAt": "2026-11-23T14:28:00.000Z",
+        "endsAt": "2026-11-23T14:58:00.000Z" if status == "resolved" else "0001-01-01T00:00:00Z",
+        **alert_overrides,
+    }
+    return {
+        "receiver": "example-webhook",
+        "status": status,
+        "alerts": [alert],
+        "groupLabels": {
+            "alertname": "TierGradeDropped",
+            "experiment": "synthetic-01",
+            "tier": "T5",
+        },
+        "externalURL": "http://127.0.0.1:9093",
+        "version": "4",
+    }
+
+
+def test_a_firing_notification_reads_as_a_block() -> None:
+    text = format_notification(notification())
+    lines = text.splitlines()
+    assert "firing" in lines[0]
+    assert "FIRING" in text
+    for value in (
+        "TierGradeDropped",
+        "synthetic-01",
+        "T5",
+        "page",
+        "Grade of T5 dropped in experiment synthetic-01",
+        "The full 10-run window now grades 1 point,",
+        "below its best.",
+        "file:///repo/README.md#runbook-tiergradedropped",
+        "2026-11-23T14:28:00.000Z",
+    ):
+        assert value in text, value
+    for field in ("experiment", "tier", "severity", "summary", "description", "runbook_url"):
+        assert any(line.strip().startswith(field) for line in lines), field
+    assert "startsAt" in text
+    assert "endsAt" not in text
+
+
+def test_a_resolved_notification_says_so_and_when() -> None:
+    text = format_notification(notification("resolved"))
+    assert "resolved" in text.splitlines()[0]
+    assert "RESOLVED" in text
+    assert "2026-11-23T14:58:00.000Z" in text
+
+
+def test_missing_labels_and_annotations_show_as_dashes() -> None:
+    payload = notification(labels={"alertname": "EvalEventsRejected"}, annotations={})
+    text = format_notification(payload)
+    assert "EvalEventsRejected" in text
+    assert any(line.split() == ["tier", "-"] for line in text.splitlines())
+
+
+def post(url: str, body: bytes) -> int:
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_receiver_prints_each_notification() -> None:
+    out = io.StringIO()
+    receiver = AlertReceiver(out=out).start()
+    try:
+        assert receiver.url.startswith("http://127.0.0.1:")
+        assert post(receiver.url, json.dumps(notification()).encode()) == 200
+        assert post(receiver.url, b"{not json") == 400
+    finally:
+        receiver.stop()
+    assert "Grade of T5 dropped in experiment synthetic-01" in out.getvalue()
+    assert receiver.notifications() == [notification()]
+
+
+def test_receiver_json_mode_prints_the_raw_body() -> None:
+    out = io.StringIO()
+    body = json.dumps(notification())
+    receiver = AlertReceiver(out=out, raw_json=True).start()
+    try:
+        assert post(receiver.url, body.encode()) == 200
+    finally:
+        receiver.stop()
+    assert out.getvalue() == body + "\n"
+
+
+def test_parser_defaults_are_productions() -> None:
+    parser = argparse.ArgumentParser(prog="stream-app")
+    observe.add_observe_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["observe"])
+    assert args.handler is not None
+    assert (args.prometheus_port, args.alertmanager_port) == (9090, 9093)
+    assert (args.scrape_interval, args.evaluation_interval, args.group_wait) == (
+        "15s",
+        "15s",
+        "30s",
+    )
+    assert args.target is None  # then 127.0.0.1:<web_port from the settings>
+    assert not args.json
+    args = parser.parse_args(["observe", "--target", "127.0.0.1:1", "--target", "127.0.0.1:2"])
+    assert args.target == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+def test_default_target_is_the_settings_web_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSTREAM_WEB_PORT", "6111")
+    assert observe.default_targets(None) == ("127.0.0.1:6111",)
+
+
+def test_a_missing_binary_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ObserveError) as caught:
+        observe.find_tool(("prometheus",), tools_dir=tmp_path / "none")
+    assert "\n" not in str(caught.value)
+    assert "scripts/install-prometheus.sh" in str(caught.value)
+
+    monkeypatch.setattr(observe, "TOOLS_DIR", tmp_path / "none")
+    assert observe.main(["--target", "127.0.0.1:6066"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("stream-app observe: error: ")
+    assert "Traceback" not in err
