@@ -24,6 +24,26 @@ class Statistics(BaseModel):
     count: int
 
 
+class GradeDropSignal(BaseModel):
+    """Whether the tier's grade has dropped for more than window noise (see the README's
+    alerting section): the best grade of its recent full windows against its own usual level."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    sustained_grade: Grade | None = Field(
+        description="Best grade of the full windows after each of the last grade_drop_runs "
+        "runs; null until the tier has had that many full windows."
+    )
+    level_points: float | None = Field(
+        description="The tier's usual grade in points (A=4 B=3 C=2 D=1 F=0): an exponentially "
+        "weighted mean over its older full windows; null until one has aged into it."
+    )
+    dropped: bool = Field(
+        description="The sustained grade fell grade_drop_steps letters below the level and "
+        "has not come back within one letter less."
+    )
+
+
 class TierAggregate(BaseModel):
     """The state of one `(experiment_id, tier)` window after an accepted run."""
 
@@ -52,4 +72,8 @@ class TierAggregate(BaseModel):
     grade: Grade = Field(description="Letter grade of the median composite score.")
     pass_at_k: dict[str, float] = Field(
         description="Unbiased pass@k over the window; keys only for k <= runs."
+    )
+    grade_drop: GradeDropSignal = Field(
+        default=GradeDropSignal(sustained_grade=None, level_points=None, dropped=False),
+        description="The noise-robust grade-drop signal that TierGradeDropped pages on.",
     )

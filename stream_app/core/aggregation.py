@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.aggregates import Statistics, TierAggregate
+from schemas.aggregates import GradeDropSignal, Statistics, TierAggregate
 from stream_app.core.config import CoreConfig
 from stream_app.core.window import TierWindow, from_epoch_us
 from stream_app.metrics.grades import assign_letter_grade
@@ -17,9 +17,14 @@ def _optional_statistics(values: list[float | None]) -> Statistics | None:
 
 
 def aggregate_window(
-    experiment_id: str, tier: str, window: TierWindow, config: CoreConfig
+    experiment_id: str,
+    tier: str,
+    window: TierWindow,
+    config: CoreConfig,
+    grade_drop: GradeDropSignal | None = None,
 ) -> TierAggregate:
-    """Aggregate of a non-empty window. The grade is that of the median composite score."""
+    """Aggregate of a non-empty window. The grade is that of the median composite score;
+    `grade_drop` is the tier's drop signal (it needs the tier's history, not just the window)."""
     entries = window.entries
     if not entries:
         raise ValueError(f"window {experiment_id}/{tier} is empty")
@@ -45,4 +50,5 @@ def aggregate_window(
         pass_at_k={
             str(k): calculate_pass_at_k(n, passes, k) for k in config.pass_at_k.k_values if k <= n
         },
+        **({"grade_drop": grade_drop} if grade_drop is not None else {}),
     )

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schemas.common import TierName
 from stream_app.code_quality.code_bleu import DEFAULT_WEIGHTS as DEFAULT_CODE_BLEU_WEIGHTS
+from stream_app.core.grade_drop import DropParameters
 from stream_app.metrics.grades import GradeThresholds
 from stream_app.metrics.pass_at_k import DEFAULT_K_VALUES
 from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, normalize_model_name
@@ -73,6 +74,33 @@ class CoreConfig(BaseModel):
         description="An experiment with no accepted run for this long is retired (0: never); "
         "the worker counts processing time, replay event time.",
     )
+
+    grade_drop_runs: int = Field(
+        default=30,
+        ge=1,
+        le=10_000,
+        description="A tier's grade drop counts when every full window after each of its last "
+        "this many runs graded low (see core.grade_drop).",
+    )
+    grade_level_half_life_runs: float = Field(
+        default=100.0,
+        gt=0,
+        le=1_000_000,
+        description="Half-life, in runs, of the tier's own grade level a drop is measured from.",
+    )
+    grade_drop_steps: float = Field(
+        default=2.0,
+        ge=1,
+        le=4,
+        description="Letters below its level the sustained grade must fall to be a drop.",
+    )
+
+    @cached_property
+    def grade_drop(self) -> DropParameters:
+        """The grade-drop detector's parameters."""
+        return DropParameters(
+            self.grade_drop_runs, self.grade_level_half_life_runs, self.grade_drop_steps
+        )
 
     @cached_property
     def price_table(self) -> dict[str, ModelPrice]:

@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from schemas.aggregates import TierAggregate
+from schemas.aggregates import GradeDropSignal, TierAggregate
 from schemas.common import Grade
 from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
 from stream_app.core.config import CoreConfig
+from stream_app.core.grade_drop import GradeDropState
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
 from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
@@ -22,6 +23,7 @@ from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
 
 STATE_VERSION: Final = 1
+NO_DROP: Final = GradeDropState()
 MAX_ROW_BYTES: Final = 1400
 """The most one run takes in a stored window or an aggregate: a 200-character run id written
 as JSON (six bytes a character at worst, for control characters) and its numbers."""
@@ -41,7 +43,7 @@ class TierState:
     """One tier's window and the grade of its last full window: what a grade change needs; and
     when the worker last accepted a run into it (`touched_us`, for retirement)."""
 
-    __slots__ = ("experiment_id", "last_full_grade", "tier", "touched_us", "window")
+    __slots__ = ("drop", "experiment_id", "last_full_grade", "tier", "touched_us", "window")
 
     def __init__(
         self,
@@ -50,6 +52,8 @@ class TierState:
         window: TierWindow,
         last_full_grade: Grade | None,
         touched_us: int | None = None,
+        *,
+        drop: GradeDropState = NO_DROP,
     ) -> None:
         self.experiment_id = experiment_id
         self.tier = tier
@@ -58,6 +62,8 @@ class TierState:
         self.touched_us = touched_us
         """Processing time (µs since the epoch) of the last accepted run; None: unknown (a
         state stored before it was kept, which counts as touched when it is loaded)."""
+        self.drop = drop
+        """The grade-drop detector's state, stepped by every full window (`core.grade_drop`)."""
 
     @classmethod
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:
@@ -81,6 +87,7 @@ class TierState:
     def _after_add(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool) -> Step:
         change = None
         grade = self.last_full_grade
+        drop = self.drop
         if self.window.is_full:
             entries = self.window.entries
             composite_median = median([e.composite_score for e in entries])
@@ -97,19 +104,37 @@ class TierState:
                     at=from_epoch_us(entries[-1].completed_at_us),
                     run_id=entry.run_id,
                 )
-        aggregate = self.aggregate(config) if with_aggregate else None
+            drop = drop.observe(grade, config.grade_drop)
+        previous_drop, self.drop = self.drop, drop
+        try:
+            aggregate = self.aggregate(config) if with_aggregate else None
+        except BaseException:
+            self.drop = previous_drop
+            raise
         self.last_full_grade = grade  # last: nothing after it can raise
         return Step(AddOutcome.ADDED, aggregate, change)
 
     def copy(self) -> TierState:
         """An independent copy, so that a batch can go back to the state before it."""
         return TierState(
-            self.experiment_id, self.tier, self.window.copy(), self.last_full_grade, self.touched_us
+            self.experiment_id,
+            self.tier,
+            self.window.copy(),
+            self.last_full_grade,
+            self.touched_us,
+            drop=self.drop,
         )
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
         """The aggregate of the current window (it must hold a run)."""
-        return aggregate_window(self.experiment_id, self.tier, self.window, config)
+        params = config.grade_drop
+        level = self.drop.level
+        signal = GradeDropSignal(
+            sustained_grade=self.drop.sustained(params),
+            level_points=None if level is None else round(level, 6),
+            dropped=self.drop.dropped,
+        )
+        return aggregate_window(self.experiment_id, self.tier, self.window, config, signal)
 
     def to_json(self) -> bytes:
         """Serialized for the table's changelog (infinite costs as the `Infinity` literal)."""
@@ -120,6 +145,8 @@ class TierState:
         }
         if self.touched_us is not None:
             state["at"] = self.touched_us
+        if self.drop != NO_DROP:
+            state["drop"] = self.drop.to_state()
         return json.dumps(
             state,
             separators=(",", ":"),
@@ -136,6 +163,7 @@ class TierState:
         if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
             raise ValueError("not a tier state of version 1")
         rows, grade, touched = data.get("window"), data.get("grade"), data.get("at")
+        drop = GradeDropState.from_state(data["drop"]) if "drop" in data else NO_DROP
         if not isinstance(rows, list) or grade not in (None, *GRADES):
             raise ValueError("tier state has no window list or a bad grade")
         if touched is not None and not (_timestamp(touched)):
@@ -144,7 +172,7 @@ class TierState:
             window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
         except OverflowError as exc:  # an integer too large for a float
             raise ValueError(f"tier state row has a value out of range: {exc}") from None
-        return cls(experiment_id, tier, window, grade, touched)
+        return cls(experiment_id, tier, window, grade, touched, drop=drop)
 
 
 GRADES: Final = ("A", "B", "C", "D", "F")

@@ -19,7 +19,7 @@ from typing import Any, Final, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily
 
-from schemas.aggregates import Statistics, TierAggregate
+from schemas.aggregates import GradeDropSignal, Statistics, TierAggregate
 from schemas.common import Grade
 from schemas.cross_tier import CrossTierReport
 from stream_app.metrics.grades import grade_points
@@ -63,6 +63,18 @@ TIER_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     ("evalstream_tier_window_runs", "Runs in the tier's window"),
     ("evalstream_tier_window_capacity", "Capacity of the tier's window"),
     ("evalstream_tier_pass_at_k", "Unbiased pass@k over the window"),
+    (
+        "evalstream_tier_grade_sustained_points",
+        "Best grade of the full windows of the tier's last grade_drop_runs runs (A=4 … F=0)",
+    ),
+    (
+        "evalstream_tier_grade_level_points",
+        "The tier's usual grade: weighted mean of its older full windows' grade points",
+    ),
+    (
+        "evalstream_tier_grade_dropped",
+        "1 while the sustained grade is grade_drop_steps letters below the level (pages)",
+    ),
 )
 EXPERIMENT_VALUES: Final = {  # name: (report field, help)
     "evalstream_experiment_pass_rate_variance": (
@@ -125,6 +137,22 @@ def tier_lines(
             f'evalstream_tier_pass_at_k{{{labels},k="{label_value(k)}"}} {number(v)}\n'
             for k, v in agg.pass_at_k.items()
         ),
+        *_grade_drop_lines(labels, agg.grade_drop),
+    )
+
+
+def _grade_drop_lines(labels: str, signal: GradeDropSignal) -> tuple[str, str, str]:
+    """The drop signal's three families; the first two absent until the tier has them."""
+    sustained, level = signal.sustained_grade, signal.level_points
+    return (
+        ""
+        if sustained is None
+        else f"evalstream_tier_grade_sustained_points{{{labels}}} "
+        f"{number(grade_points(sustained))}\n",
+        ""
+        if level is None
+        else f"evalstream_tier_grade_level_points{{{labels}}} {number(level)}\n",
+        f"evalstream_tier_grade_dropped{{{labels}}} {number(int(signal.dropped))}\n",
     )
 
 

@@ -92,7 +92,7 @@ def test_cli_codebleu_and_pass_at_k(tmp_path: object) -> None:
     assert json.loads(out.stdout) == {
         "n": 10,
         "c": 3,
-        "pass_at_k": {"1": 0.3, "5": pytest.approx(11 / 12)},
+        "pass_at_k": {"pass@1": 0.3, "pass@5": pytest.approx(11 / 12)},
     }
     bad = subprocess.run(
         [*run, "pass-at-k", "5", "1", "6"], capture_output=True, timeout=60, check=False

@@ -99,7 +99,7 @@ def full_experiment(metrics: Exporter) -> None:
     lines = [
         encode(make_event(run_id=f"{t}-{i}", experiment_id="exp", tier=f"T{t}", passed=i % 3 > 0))
         for t in range(2)
-        for i in range(10)
+        for i in range(45)  # 36 full windows: the grade-drop signal has its grade and level
     ]
     report = replay_lines(lines, load_settings())
     for agg in report.tiers:
@@ -108,7 +108,8 @@ def full_experiment(metrics: Exporter) -> None:
 
 
 def test_the_series_budget_of_a_tier_by_default() -> None:
-    """The README's figure: 13 series per tier (with a full window, before any grade change),
+    """The README's figure: 16 series per tier (with a full window and the grade-drop signal's
+    history, before any grade change),
     plus one per grade-change direction, plus 4 per experiment."""
     metrics = Exporter(__version__)
     full_experiment(metrics)
@@ -125,8 +126,11 @@ def test_the_series_budget_of_a_tier_by_default() -> None:
         "evalstream_tier_window_capacity": 1,
         "evalstream_tier_pass_at_k": 3,
         "evalstream_tier_uplift_ratio": 1,
+        "evalstream_tier_grade_sustained_points": 1,
+        "evalstream_tier_grade_level_points": 1,
+        "evalstream_tier_grade_dropped": 1,
     }
-    assert sum(counts.values()) == 13
+    assert sum(counts.values()) == 16
     experiment = [n for n, labels in samples(metrics) if labels == (("experiment", "exp"),)]
     assert len(experiment) == 4
 
@@ -137,7 +141,7 @@ def test_all_statistics_can_be_selected() -> None:
     full_experiment(metrics)
     counts = tier_series(metrics)
     assert counts["evalstream_tier_pass_rate"] == 6
-    assert sum(counts.values()) == 13 + 6 * 5
+    assert sum(counts.values()) == 16 + 6 * 5
     chosen = load_settings(exported_statistics={"cost_usd": ["min", "max"]})
     metrics = Exporter(__version__, chosen.exported_statistics)
     full_experiment(metrics)
