@@ -158,6 +158,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         rate=args.rate,
         duration=args.duration,
         watch=tuple(Path(d) for d in args.watch or ()),
+        keep_workdir=args.keep_workdir,
     )
     return run_demo(_settings(args), options)
 
@@ -266,6 +267,11 @@ def _add_demo(sub: Any) -> None:
         metavar="URL",
         help="use this broker instead of starting the embedded one "
         "(overrides EVALSTREAM_BROKER_URL and the config file)",
+    )
+    demo.add_argument(
+        "--keep-workdir",
+        action="store_true",
+        help="keep the demo's temporary directory (worker and broker logs) and say where it is",
     )
     _add_config(demo)
     demo.set_defaults(handler=_cmd_demo)

@@ -3,13 +3,15 @@
 Starts the embedded broker (unless a broker is configured), one worker as a subprocess, and a
 producer replaying the bundled real runs (or synthetic runs with an injected grade drop), and shows
 a live table built from the output topics until Ctrl-C or `--duration`. Everything it started is
-stopped by PID on the way out, whatever happens.
+stopped by PID on the way out, whatever happens, and its temporary directory is removed (unless
+`--keep-workdir`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import signal
 import sys
 import tempfile
@@ -34,6 +36,8 @@ from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metr
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 class DemoError(Exception):
     """The demo cannot run; the message is one line."""
@@ -48,6 +52,7 @@ class DemoOptions:
     duration: float | None = None
     refresh_s: float = 0.5
     watch: tuple[Path, ...] = ()  # ProjectScylla experiment directories instead of a file
+    keep_workdir: bool = False  # keep the logs and the worker's data after the demo
 
 
 def bundled_runs() -> list[bytes]:
@@ -213,42 +218,67 @@ async def _run(
 
 def run_demo(settings: Settings, options: DemoOptions) -> int:
     """`stream-app demo`: show the whole pipeline working live on one machine, until Ctrl-C or
-    the duration; returns the exit code."""
-    configured = "broker_url" in settings.model_fields_set
+    the duration; returns the exit code. Its temporary directory (logs, the worker's data) is
+    removed on every way out unless `keep_workdir`."""
+    # SIGTERM as Ctrl-C until the event loop takes both over, so that it too cleans up.
+    signal.signal(signal.SIGTERM, _interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
-    broker: EmbeddedBroker | None = None
-    if port_open(settings.web_bind, settings.web_port):
-        settings = settings.model_copy(update={"web_port": free_port(settings.web_bind)})
-    if not configured:
-        broker = EmbeddedBroker(binary=settings.tansu_bin, log_file=workdir / "broker.log")
-        settings = settings.model_copy(update={"broker_url": broker.url, "partitions": 4})
-        broker.start()
-        note = f"embedded broker {broker.address}"
-    else:
-        note = f"broker {settings.broker_url}"
-    worker = WorkerProcess(
-        workdir,
-        broker_url=settings.broker_url,
-        partitions=settings.partitions,
-        port=settings.web_port,
-        bind=settings.web_bind,
-    )
-    loop = asyncio.new_event_loop()
-    main = loop.create_task(_run(settings, options, worker, note, workdir))
-
-    def interrupt() -> None:
-        main.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, interrupt)
     try:
+        _run_in(settings, options, workdir)
+    finally:
+        if options.keep_workdir:
+            print(f"demo files (worker and broker logs) kept in {workdir}", flush=True)
+        else:
+            # Everything is stopped by now; a second Ctrl-C must not leave the directory half
+            # removed.
+            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+            shutil.rmtree(workdir, ignore_errors=True)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    print("demo stopped", flush=True)
+    return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run_in(settings: Settings, options: DemoOptions, workdir: Path) -> None:
+    """The demo with its files in `workdir`; stops everything it started, whatever happens."""
+    configured = "broker_url" in settings.model_fields_set
+    broker: EmbeddedBroker | None = None
+    worker: WorkerProcess | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    try:
+        if port_open(settings.web_bind, settings.web_port):
+            settings = settings.model_copy(update={"web_port": free_port(settings.web_bind)})
+        if not configured:
+            broker = EmbeddedBroker(binary=settings.tansu_bin, log_file=workdir / "broker.log")
+            settings = settings.model_copy(update={"broker_url": broker.url, "partitions": 4})
+            broker.start()
+            note = f"embedded broker {broker.address}"
+        else:
+            note = f"broker {settings.broker_url}"
+        worker = WorkerProcess(
+            workdir,
+            broker_url=settings.broker_url,
+            partitions=settings.partitions,
+            port=settings.web_port,
+            bind=settings.web_bind,
+        )
+        loop = asyncio.new_event_loop()
+        main = loop.create_task(_run(settings, options, worker, note, workdir))
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, main.cancel)
         loop.run_until_complete(main)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, KeyboardInterrupt):
         print("\nstopping…", flush=True)  # Ctrl-C is how a demo ends: not an error
     finally:
-        worker.stop()
-        if broker is not None:
-            broker.stop()
-        loop.close()
-    print(f"demo stopped; worker log: {worker.log_path}", flush=True)
-    return 0
+        try:
+            if worker is not None:
+                worker.stop()
+        finally:
+            if broker is not None:
+                broker.stop()
+            if loop is not None:
+                loop.close()
