@@ -1,0 +1,404 @@
+"""`stream-app observe` as a user runs it: the real command starts the installed Prometheus and
+Alertmanager against a live worker on the embedded broker. Checked: the worker is scraped, the
+repository's rules are loaded, the web UIs and their assets answer, an alert posted to
+Alertmanager reaches the webhook receiver and is printed (the inhibit rule holding back a tier
+alert while EvalStreamDown fires), a child that dies is reported, a busy port is one line, and
+SIGINT or SIGTERM leaves no process and no temp directory behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import Worker, require_tansu, wait_until
+from helpers import REPO, prometheus_tool
+from stream_app.commands.broker import EmbeddedBroker, free_port
+from stream_app.commands.processes import stop_process
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+RUNBOOKS = "https://git.example/evalstream/README.md"
+
+
+def require_binaries() -> None:
+    """Skip without Prometheus or Alertmanager, except in CI (prometheus_tool fails there)."""
+    prometheus_tool("prometheus")
+    if not shutil.which("alertmanager"):
+        prometheus_tool("prometheus-alertmanager")
+
+
+def get(url: str, timeout: float = 10) -> tuple[int, bytes]:
+    """Status and body of a GET, following redirects; (0, b"") while nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:
+        return 0, b""
+
+
+def children(pid: int) -> set[int]:
+    """Every descendant of `pid` now (Linux /proc)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                for child in (task / "children").read_text().split():
+                    if int(child) not in found:
+                        found.add(int(child))
+                        todo.append(int(child))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> list[str]:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    return []
+
+
+class ObserveRun:
+    """`python -m stream_app.commands.observe` in its own session, with short intervals, free
+    ports and TMPDIR pinned to a directory of the test's, so that leftovers can be seen."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.prometheus_port = free_port()
+        self.alertmanager_port = free_port()
+        self.prometheus = f"http://127.0.0.1:{self.prometheus_port}"
+        self.alertmanager = f"http://127.0.0.1:{self.alertmanager_port}"
+        self.tmpdir = tmp_path / "observe-tmp"
+        self.tmpdir.mkdir(exist_ok=True)
+        self.out_path = tmp_path / "observe.out"
+        self.err_path = tmp_path / "observe.err"
+        self.started: set[int] = set()
+        command = [
+            sys.executable,
+            "-m",
+            "stream_app.commands.observe",
+            "--prometheus-port",
+            str(self.prometheus_port),
+            "--alertmanager-port",
+            str(self.alertmanager_port),
+            "--scrape-interval",
+            "1s",
+            "--evaluation-interval",
+            "1s",
+            "--group-wait",
+            "1s",
+            *args,
+        ]
+        with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=tmp_path,
+                env={**os.environ, "TMPDIR": str(self.tmpdir), "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+    def errors(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def wait_started(self, timeout: float = 45) -> str:
+        def started() -> bool:
+            assert self.process.poll() is None, f"observe exited:\n{self.output()}{self.errors()}"
+            return "Ctrl-C stops" in self.output()
+
+        wait_until(started, timeout, what="observe's start block")
+        self.started = children(self.process.pid)
+        return self.output()
+
+    def signal(self, signum: int, timeout: float = 30) -> int:
+        os.kill(self.process.pid, signum)
+        return self.process.wait(timeout)
+
+    def leftovers(self) -> list[str]:
+        """Processes observe started that still run, and files left in its temp directory."""
+        left = [f"pid {pid}: {' '.join(cmdline(pid))}" for pid in self.started if alive(pid)]
+        return left + [str(p) for p in self.tmpdir.iterdir()]
+
+    def stop(self) -> None:
+        """Teardown: stop observe if still running, then any child it left (by PID)."""
+        if self.process.poll() is None:
+            self.started |= children(self.process.pid)
+            stop_process(self.process, timeout=30)
+        for pid in self.started:
+            if alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def query(self, expr: str) -> list[Any]:
+        status, body = get(
+            f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        )
+        assert status == 200, body
+        result: list[Any] = json.loads(body)["data"]["result"]
+        return result
+
+
+@pytest.fixture
+def observe_runs(tmp_path: Path) -> Iterator[list[ObserveRun]]:
+    runs: list[ObserveRun] = []
+    yield runs
+    for run in runs:
+        run.stop()
+
+
+def start_observe(runs: list[ObserveRun], tmp_path: Path, *args: str) -> ObserveRun:
+    require_binaries()
+    run = ObserveRun(tmp_path, *args)
+    runs.append(run)
+    return run
+
+
+def rule_groups_in_repository() -> dict[str, Path]:
+    groups = {}
+    for path in sorted((REPO / "prometheus" / "rules").glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            groups[group["name"]] = path
+    return groups
+
+
+def static_assets(prometheus: str, page: str) -> set[str]:
+    """The /classic/static/... scripts, styles and images a classic UI page loads."""
+    status, body = get(prometheus + page)
+    assert status == 200, (page, body[:300])
+    found = re.findall(rb'(?:src|href)="(/classic/static/[^"?]+)', body)
+    assert found, page
+    return {path.decode() for path in found}
+
+
+def test_observe_scrapes_the_worker_with_the_rules_and_serves_the_uis(
+    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, observe_runs: list[ObserveRun]
+) -> None:
+    require_tansu()
+    require_binaries()
+    worker = Worker(broker, tmp_path, "observed").start()
+    workers.append(worker)
+    worker.wait_ready()
+    target = f"127.0.0.1:{worker.port}"
+    run = start_observe(observe_runs, tmp_path, "--target", target, "--runbook-base-url", RUNBOOKS)
+    block = run.wait_started()
+    for text in (run.prometheus, run.alertmanager, target, "/classic/alerts", RUNBOOKS):
+        assert text in block, text
+    assert len(run.started) >= 2, run.started  # Prometheus and Alertmanager
+
+    # Prometheus scrapes the worker.
+    wait_until(
+        lambda: run.query(f'up{{job="evalstream", instance="{target}"}} == 1'),
+        20,
+        what="up == 1 for the worker",
+    )
+    # The rules are the repository's own files, every group of them.
+    status, body = get(run.prometheus + "/api/v1/rules")
+    assert status == 200
+    loaded = {g["name"]: Path(g["file"]) for g in json.loads(body)["data"]["groups"]}
+    assert loaded == rule_groups_in_repository()
+    status, body = get(run.prometheus + "/api/v1/status/config")
+    config = yaml.safe_load(json.loads(body)["data"]["yaml"])
+    assert config["global"]["external_labels"] == {"runbook_base_url": RUNBOOKS}
+
+    # The web UIs answer, with every asset their pages load.
+    for page in ("/graph", "/classic/alerts", "/classic/rules", "/classic/targets"):
+        status, body = get(run.prometheus + page)
+        assert status == 200, (page, body[:300])
+    assert b"TierGradeDropped" in get(run.prometheus + "/classic/alerts")[1]
+    consoles = get(run.prometheus + "/consoles/prometheus.html")
+    assert consoles[0] == 200, consoles[1][:300]
+    assets = static_assets(run.prometheus, "/classic/graph") | static_assets(
+        run.prometheus, "/classic/alerts"
+    )
+    broken = {
+        path: code for path in sorted(assets) if (code := get(run.prometheus + path)[0]) != 200
+    }
+    assert not broken, broken
+    assert get(run.alertmanager + "/")[0] == 200
+    status, body = get(run.alertmanager + "/api/v2/status")
+    assert status == 200
+    assert "inhibit_rules" in json.loads(body)["config"]["original"]
+
+    # Ctrl-C stops everything observe started and removes its temp directory.
+    assert run.signal(signal.SIGINT) == 0, run.errors()
+    wait_until(lambda: not run.leftovers(), 5, what="no process or file left")
+    assert run.errors() == ""
+
+
+def post_alerts(alertmanager: str, alerts: list[dict[str, Any]]) -> None:
+    request = urllib.request.Request(
+        alertmanager + "/api/v2/alerts",
+        data=json.dumps(alerts).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
+    tmp_path: Path, observe_runs: list[ObserveRun]
+) -> None:
+    # No worker: this test is about the Alertmanager -> receiver leg only.
+    run = start_observe(observe_runs, tmp_path, "--target", f"127.0.0.1:{free_port()}")
+    run.wait_started()
+    now = datetime.now(UTC).isoformat()
+    post_alerts(
+        run.alertmanager,
+        [
+            {
+                "labels": {
+                    "alertname": "TierGradeFailing",
+                    "experiment": "exp-observe",
+                    "tier": "T3",
+                    "severity": "page",
+                },
+                "annotations": {
+                    "summary": "exp-observe/T3 grades F",
+                    "description": "The full window of exp-observe/T3 has graded F.",
+                    "runbook_url": RUNBOOKS + "#runbook-tiergradefailing",
+                },
+                "startsAt": now,
+            }
+        ],
+    )
+    block = wait_until(
+        lambda: "exp-observe/T3 grades F" in run.output() and run.output(),
+        20,
+        what="the notification printed",
+    )
+    printed = next(b for b in block.split("\n\n") if "exp-observe/T3 grades F" in b)
+    for text in (
+        "firing",
+        "TierGradeFailing",
+        "exp-observe",
+        "T3",
+        "page",
+        "The full window of exp-observe/T3 has graded F.",
+        RUNBOOKS + "#runbook-tiergradefailing",
+        "startsAt",
+    ):
+        assert text in printed, (text, printed)
+
+    # While EvalStreamDown fires, a tier alert is held back (the inhibit rule of production).
+    post_alerts(
+        run.alertmanager,
+        [
+            {"labels": {"alertname": "EvalStreamDown", "severity": "page"}, "startsAt": now},
+            {
+                "labels": {
+                    "alertname": "TierGradeDropped",
+                    "experiment": "exp-inhibited",
+                    "tier": "T4",
+                    "severity": "page",
+                },
+                "startsAt": now,
+            },
+        ],
+    )
+    wait_until(lambda: "EvalStreamDown" in run.output(), 20, what="EvalStreamDown printed")
+
+    def inhibited() -> bool:
+        body = get(run.alertmanager + "/api/v2/alerts")[1]
+        return any(
+            a["labels"]["alertname"] == "TierGradeDropped" and a["status"]["inhibitedBy"]
+            for a in json.loads(body)
+        )
+
+    wait_until(inhibited, 10, what="TierGradeDropped inhibited")
+    time.sleep(2)  # two group_waits: it would have been sent by now
+    assert "exp-inhibited" not in run.output()
+
+    assert run.signal(signal.SIGTERM) == 0, run.errors()
+    wait_until(lambda: not run.leftovers(), 5, what="no process or file left")
+
+
+def test_json_prints_each_notification_as_alertmanager_sent_it(
+    tmp_path: Path, observe_runs: list[ObserveRun]
+) -> None:
+    run = start_observe(observe_runs, tmp_path, "--target", f"127.0.0.1:{free_port()}", "--json")
+    run.wait_started()
+    post_alerts(
+        run.alertmanager,
+        [{"labels": {"alertname": "JsonCheck", "experiment": "e", "tier": "T0"}}],
+    )
+
+    def notification() -> dict[str, Any] | None:
+        for line in run.output().splitlines():
+            if line.startswith("{") and "JsonCheck" in line:
+                doc: dict[str, Any] = json.loads(line)
+                return doc
+        return None
+
+    doc = wait_until(notification, 20, what="the JSON notification")
+    assert doc["status"] == "firing"
+    assert doc["groupLabels"] == {"alertname": "JsonCheck", "experiment": "e", "tier": "T0"}
+    assert run.signal(signal.SIGINT) == 0, run.errors()
+
+
+def test_a_child_that_dies_is_reported_and_the_rest_stopped(
+    tmp_path: Path, observe_runs: list[ObserveRun]
+) -> None:
+    run = start_observe(observe_runs, tmp_path, "--target", f"127.0.0.1:{free_port()}")
+    run.wait_started()
+    prometheus = [
+        pid
+        for pid in run.started
+        if any(arg.startswith("--storage.tsdb.path") for arg in cmdline(pid))
+    ]
+    assert len(prometheus) == 1, [cmdline(pid) for pid in run.started]
+    os.kill(prometheus[0], signal.SIGKILL)  # a child of the observe this test started
+    assert run.process.wait(30) == 1
+    errors = run.errors()
+    assert "Prometheus exited" in errors, errors
+    assert "Traceback" not in errors
+    wait_until(lambda: not run.leftovers(), 5, what="no process or file left")
+
+
+def test_a_busy_port_is_one_line(tmp_path: Path, observe_runs: list[ObserveRun]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = start_observe(
+            observe_runs, tmp_path, "--target", "127.0.0.1:1", "--alertmanager-port", str(port)
+        )
+        assert run.process.wait(30) == 2
+    errors = run.errors()
+    assert errors.count("\n") == 1, errors
+    assert str(port) in errors
+    assert "--alertmanager-port" in errors
+    assert "Ctrl-C" not in run.output()
+    assert not list(run.tmpdir.iterdir())
