@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ../shared/data/scylla-runs.jsonl
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo replay test test-fast tools bench lint format schemas clean
+.PHONY: help install demo observe replay test test-fast tools bench lint format schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -24,6 +24,10 @@ install: $(STAMP) ## create .venv and install evalstream with its dev and embedd
 
 demo: $(STAMP) ## the main job: live demo on the embedded broker (Ctrl-C stops)
 	$(BIN)/stream-app demo $(DEMO_ARGS)
+
+observe: $(STAMP) ## Prometheus + Alertmanager on loopback against the local worker, alerts printed (Ctrl-C stops)
+	@scripts/install-prometheus.sh >/dev/null
+	$(BIN)/python -m stream_app.commands.observe $(OBSERVE_ARGS)
 
 replay: $(STAMP) ## replay DATA=file.jsonl (default: the shared real runs)
 	$(BIN)/stream-app replay $(DATA)

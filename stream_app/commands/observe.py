@@ -663,18 +663,20 @@ def run_observe(config: ObserveConfig, raw_json: bool = False) -> int:
         print(start_block(stack), flush=True)
         while not stop.wait(0.2):
             stack.check()
-        print("observe: stopping Prometheus and Alertmanager", flush=True)
-        return EXIT_OK
+        code = EXIT_OK
     except Interrupted:
-        return EXIT_OK
+        code = EXIT_OK
     except ChildExited as exc:
         print(f"stream-app observe: {exc}", file=sys.stderr, flush=True)
-        print("observe: stopping the rest", file=sys.stderr, flush=True)
-        return EXIT_CHILD_EXITED
+        code = EXIT_CHILD_EXITED
     finally:
         stack.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    print(
+        "observe: stopped Prometheus, Alertmanager and the receiver; temp dir removed", flush=True
+    )
+    return code
 
 
 def _cmd_observe(args: argparse.Namespace) -> int:
