@@ -201,6 +201,96 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
+def _cmd_tail(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import os
+    import signal
+
+    from stream_app.commands.tail import TailError, TailOptions, resolve_topic, tail
+
+    settings = _settings(args)
+    options = TailOptions(
+        name=args.topic,
+        from_beginning=args.from_beginning,
+        max_records=args.max,
+        timeout_s=args.timeout,
+        as_json=args.json,
+    )
+    try:
+        resolve_topic(settings, options.name)  # a typo is said before any broker is tried
+    except TailError as exc:
+        raise UserError(str(exc)) from None
+    # One line per broker attempt (kafka_client), not aiokafka's connection errors.
+    logging.basicConfig(level=logging.WARNING, format="tail: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await tail(settings, options, stop)
+
+    try:
+        return asyncio.run(main())
+    except BrokenPipeError:
+        # `stream-app tail dlq | head`: the reader is gone; so is the need to print more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _add_tail(sub: Any) -> None:
+    tail = sub.add_parser(
+        "tail",
+        help="print the records of an output topic as they arrive (aggregates, grades, "
+        "reports, dlq)",
+        description=(
+            "Print each record of an output topic on one readable line, or as a JSON line with "
+            "--json. TOPIC is aggregates, grades, reports or dlq, or a topic's full name. "
+            "New records only unless --from-beginning. Reads without a consumer group: it "
+            "commits nothing and never disturbs the workers."
+        ),
+    )
+    tail.add_argument("topic", metavar="TOPIC", help="aggregates, grades, reports, dlq, or a name")
+    tail.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="print what the topic holds first (default: only records that arrive from now)",
+    )
+    tail.add_argument(
+        "--max", type=_positive_int, metavar="N", help="exit after N records (exit status 0)"
+    )
+    tail.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="S",
+        help="exit after S seconds (exit status 1 if --max records had not come by then)",
+    )
+    tail.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object a line: topic, partition, offset, timestamp, key, value",
+    )
+    _add_broker(tail)
+    _add_config(tail)
+    tail.set_defaults(handler=_cmd_tail)
+
+
 def _cmd_codebleu(args: argparse.Namespace) -> int:
     from stream_app.code_quality.code_bleu import calculate_code_bleu
 
@@ -371,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_demo(sub)
     _add_watch(sub)
+    _add_tail(sub)
 
     status = sub.add_parser(
         "status",

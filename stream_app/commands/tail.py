@@ -1,0 +1,351 @@
+"""`stream-app tail TOPIC`: print the records of an output topic as they arrive, one readable line
+each (or a JSON line with `--json`), to see what the worker publishes without a Kafka console.
+
+It reads with a plain aiokafka consumer that belongs to no group and commits nothing, so it
+never disturbs the worker's group or any other consumer. By default it starts at the end of
+every partition (new records only); `--from-beginning` reads what the topic holds first.
+`--max` and `--timeout` let scripts and tests end it; Ctrl-C ends it cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, TextIO
+
+from pydantic import BaseModel, ValidationError
+
+from schemas.aggregates import TierAggregate
+from schemas.cross_tier import CrossTierReport
+from schemas.dead_letter import DeadLetter
+from schemas.grade_change import GradeChange
+from stream_app.service.kafka_client import client_kwargs, wait_for_broker
+from stream_app.service.settings import Settings
+
+Kind = Literal["aggregates", "grade_changes", "cross_tier", "dead_letter"]
+
+SHORT_NAMES: Final[dict[str, Kind]] = {
+    "aggregates": "aggregates",
+    "grades": "grade_changes",
+    "reports": "cross_tier",
+    "dlq": "dead_letter",
+}
+"""The names a user types; the configured topic names (`topics.*`) are accepted too."""
+
+MODELS: Final[dict[Kind, type[BaseModel]]] = {
+    "aggregates": TierAggregate,
+    "grade_changes": GradeChange,
+    "cross_tier": CrossTierReport,
+    "dead_letter": DeadLetter,
+}
+DETAIL_CHARS: Final = 160
+PREVIEW_BYTES: Final = 80
+BROKER_TRIES: Final = 5
+TOPIC_POLL_S: Final = 1.0
+
+
+class TailError(Exception):
+    """A topic name tail does not know, or a topic it cannot read; one line for the user."""
+
+
+class KafkaRecord(Protocol):
+    """The fields of an aiokafka `ConsumerRecord` that tail prints."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class TailTopic:
+    """A topic to tail and what its records are."""
+
+    topic: str
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class TailOptions:
+    """What the user chose on the `stream-app tail` command line."""
+
+    name: str
+    from_beginning: bool = False
+    max_records: int | None = None
+    timeout_s: float | None = None
+    as_json: bool = False
+
+
+@dataclass
+class TailProgress:
+    """How far a tail got: whether it reached the broker, and how many records it printed."""
+
+    connected: bool = False
+    printed: int = 0
+
+
+def resolve_topic(settings: Settings, name: str) -> TailTopic:
+    """The topic a short name (`aggregates`, `grades`, `reports`, `dlq`) or a configured output
+    topic name stands for.
+
+    Raises:
+        TailError: the name is neither.
+    """
+    topics = settings.topics
+    full: dict[str, Kind] = {
+        topics.aggregates: "aggregates",
+        topics.grade_changes: "grade_changes",
+        topics.cross_tier: "cross_tier",
+        topics.dead_letter: "dead_letter",
+    }
+    kind = SHORT_NAMES.get(name) or full.get(name)
+    if kind is None:
+        known = ", ".join([*SHORT_NAMES, *full])
+        raise TailError(f"unknown topic {name!r}: give one of {known}")
+    return TailTopic(getattr(topics, kind), kind)
+
+
+def _one_line(text: str) -> str:
+    """`text` without line breaks or terminal escapes: control characters written as escapes."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _key(record: KafkaRecord) -> str:
+    return _one_line(record.key.decode("utf-8", "replace")) if record.key is not None else "-"
+
+
+def _aggregate(agg: TierAggregate) -> str:
+    filling = " (filling)" if agg.runs < agg.capacity else ""
+    return (
+        f"{_one_line(agg.experiment_id)}/{agg.tier}  grade {agg.grade}  "
+        f"median composite {agg.composite_score.median:.3f}  "
+        f"window {agg.runs}/{agg.capacity}{filling}"
+    )
+
+
+def _grade_change(change: GradeChange) -> str:
+    return (
+        f"{_one_line(change.experiment_id)}/{change.tier}  "
+        f"{change.previous_grade}→{change.grade}  {change.direction}  "
+        f"median composite {change.composite_median:.3f}  run {_one_line(change.run_id)}  "
+        f"at {change.at.isoformat()}"
+    )
+
+
+def _uplift(value: float | None) -> str:
+    if value is None:
+        return "n/a (baseline composite 0)"
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return f"{value:+.1%}"
+
+
+def _report(report: CrossTierReport) -> str:
+    head = f"{_one_line(report.experiment_id)}  uplift over {report.baseline_tier}:"
+    if not report.tier_uplift:
+        return f"{head} none yet (no {report.baseline_tier} aggregate)"
+    parts = [f"{tier} {_uplift(value)}" for tier, value in report.tier_uplift.items()]
+    return f"{head} " + "  ".join(parts)
+
+
+def _detail(detail: Any) -> str:
+    """A schema error list as `loc: msg; …`; anything else as compact JSON; cut short."""
+    if isinstance(detail, list) and all(
+        isinstance(e, dict) and "loc" in e and "msg" in e for e in detail
+    ):
+        text = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'event'}: {e['msg']}" for e in detail
+        )
+    else:
+        text = json.dumps(detail, ensure_ascii=False, separators=(",", ":"))
+    return _cut(_one_line(text), DETAIL_CHARS)
+
+
+def _origin(letter: DeadLetter) -> str:
+    origin = letter.origin
+    if origin.topic is not None:
+        return f"{_one_line(origin.topic)}[{origin.partition}]@{origin.offset}"
+    if origin.file is not None:
+        return f"{_one_line(origin.file)}:{origin.line}"
+    return "unknown"
+
+
+def _dead_letter(letter: DeadLetter) -> str:
+    raw = letter.original_bytes()
+    preview = repr(raw[:PREVIEW_BYTES].decode("utf-8", "backslashreplace"))
+    more = "…" if letter.payload_size > PREVIEW_BYTES else ""
+    return (
+        f"{letter.reason}  {_detail(letter.detail)}  from {_origin(letter)}  "
+        f"bytes: {preview}{more} ({letter.payload_size} bytes)"
+    )
+
+
+FORMATS: Final[dict[Kind, Callable[[Any], str]]] = {
+    "aggregates": _aggregate,
+    "grade_changes": _grade_change,
+    "cross_tier": _report,
+    "dead_letter": _dead_letter,
+}
+
+
+def format_record(kind: Kind, record: KafkaRecord) -> str:
+    """One readable line for a record of a `kind` topic; a tombstone is a retired key, and a
+    record that is not what the topic should hold is said, not fatal."""
+    if record.value is None:
+        return f"{_key(record)}  retired"
+    model = MODELS[kind]
+    try:
+        value = model.model_validate_json(record.value)
+    except ValidationError as exc:
+        why = _cut(_one_line(str(exc.errors()[0].get("msg", exc))), DETAIL_CHARS)
+        return f"[{record.partition}]@{record.offset} not a {model.__name__}: {why}"
+    return FORMATS[kind](value)
+
+
+def json_line(record: KafkaRecord) -> str:
+    """A record as one JSON object: where it is, its key, and its value (parsed JSON; null for
+    a tombstone; the text when it is not JSON)."""
+    value: Any = None
+    if record.value is not None:
+        try:
+            value = json.loads(record.value)
+        except ValueError:
+            value = record.value.decode("utf-8", "replace")
+    key = record.key.decode("utf-8", "replace") if record.key is not None else None
+    return json.dumps(
+        {
+            "topic": record.topic,
+            "partition": record.partition,
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "key": key,
+            "value": value,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+async def _read(
+    settings: Settings,
+    target: TailTopic,
+    options: TailOptions,
+    progress: TailProgress,
+    *,
+    out: TextIO,
+    note: TextIO,
+) -> None:
+    """Print the topic's records until `max_records`; runs until cancelled otherwise."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    await wait_for_broker(settings, max_attempts=BROKER_TRIES)
+    consumer = AIOKafkaConsumer(
+        **client_kwargs(settings),
+        group_id=None,  # no group: no commits, no rebalance of anyone's partitions
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        progress.connected = True
+        from_beginning = options.from_beginning
+        partitions = await _partitions(consumer, target.topic)
+        if not partitions:
+            print(f"tail: {target.topic} does not exist yet; waiting for it", file=note)
+            while not partitions:
+                await asyncio.sleep(TOPIC_POLL_S)
+                partitions = await _partitions(consumer, target.topic)
+            from_beginning = True  # every record of a topic made after we started is new
+        tps = [TopicPartition(target.topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        if from_beginning:
+            await consumer.seek_to_beginning(*tps)
+            print(f"tail: {target.topic} from the beginning", file=note, flush=True)
+        else:
+            await consumer.seek_to_end(*tps)
+            print(
+                f"tail: {target.topic}, new records only (--from-beginning for all)",
+                file=note,
+                flush=True,
+            )
+        while True:
+            batch = await consumer.getmany(timeout_ms=500)
+            records = sorted(
+                (r for rs in batch.values() for r in rs),
+                key=lambda r: (r.timestamp, r.partition, r.offset),
+            )
+            for record in records:
+                line = json_line(record) if options.as_json else format_record(target.kind, record)
+                print(line, file=out, flush=True)
+                progress.printed += 1
+                if options.max_records is not None and progress.printed >= options.max_records:
+                    return
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(consumer: Any, topic: str) -> set[int]:
+    await consumer.topics()  # refreshes the metadata
+    found: set[int] | None = consumer.partitions_for_topic(topic)
+    return found or set()
+
+
+async def tail(
+    settings: Settings,
+    options: TailOptions,
+    stop: asyncio.Event,
+    out: TextIO = sys.stdout,
+    note: TextIO = sys.stderr,
+) -> int:
+    """`stream-app tail`: print records until `max_records`, `timeout_s` or `stop`; returns the
+    exit status: 1 when the timeout came before `max_records` records, else 0.
+
+    Raises:
+        TailError: an unknown topic name.
+        ConnectionError: the broker was not reached (in five tries, or within the timeout).
+    """
+    target = resolve_topic(settings, options.name)
+    progress = TailProgress()
+    reading = asyncio.ensure_future(_read(settings, target, options, progress, out=out, note=note))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait(
+            (reading, stopping), timeout=options.timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        stopping.cancel()
+        if not reading.done():
+            reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+    timed_out = not stop.is_set() and options.timeout_s is not None and not _finished(reading)
+    if timed_out and not progress.connected:
+        servers = ",".join(settings.bootstrap_servers)
+        raise ConnectionError(f"broker {servers} not reached within {options.timeout_s:g} s")
+    if timed_out and options.max_records is not None:
+        print(
+            f"tail: {progress.printed} of {options.max_records} records within "
+            f"{options.timeout_s:g} s",
+            file=note,
+            flush=True,
+        )
+        return 1
+    return 0
+
+
+def _finished(task: asyncio.Future[None]) -> bool:
+    """Whether the reading task ended by itself (its records all printed), not cancelled."""
+    return task.done() and not task.cancelled()
