@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from stream_app.service.web import WaitingPages
 
 log = logging.getLogger(__name__)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StartupError(Exception):
@@ -71,19 +72,13 @@ async def open_waiting_pages(settings: Settings) -> WaitingPages:
     return pages
 
 
-async def wait_for_cluster(settings: Settings) -> bool:
-    """`prepare`, unless SIGINT or SIGTERM comes first: then False. Faust handles the signals
-    only once it runs; until then a worker told to stop while it waits must stop, cleanly."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for signum in signals:
-        loop.add_signal_handler(signum, stop.set)
+async def wait_for_cluster(settings: Settings, stop: asyncio.Event) -> bool:
+    """`prepare`, unless `stop` (SIGINT or SIGTERM) comes first: then False."""
     preparing = asyncio.ensure_future(prepare(settings))
     stopping = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait((preparing, stopping), return_when=asyncio.FIRST_COMPLETED)
-        if stopping.done():
+        if stop.is_set():
             return False
         preparing.result()  # its exception, if it failed
         return True
@@ -92,8 +87,6 @@ async def wait_for_cluster(settings: Settings) -> bool:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for signum in signals:
-            loop.remove_signal_handler(signum)
 
 
 def run_worker(settings: Settings) -> int:
@@ -103,17 +96,28 @@ def run_worker(settings: Settings) -> int:
     check_port_free(settings.web_bind, settings.web_port)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    # Faust handles SIGINT and SIGTERM once it runs; until then a worker told to stop while it
+    # waits for its broker, or while Faust is being built, stops here, cleanly.
+    stop = asyncio.Event()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop.set)
     try:
         pages = loop.run_until_complete(open_waiting_pages(settings))
         try:
-            if not loop.run_until_complete(wait_for_cluster(settings)):
+            if not loop.run_until_complete(wait_for_cluster(settings, stop)):
                 log.info("evalstream worker: stopped while waiting for the broker")
                 return 0
             # Made while the waiting pages still answer: importing and building Faust takes a
             # second, the port is then handed over within milliseconds.
             worker = faust_worker(settings, loop)
+            loop.run_until_complete(asyncio.sleep(0.01))  # a signal that came meanwhile
+            if stop.is_set():
+                log.info("evalstream worker: stopped before it started")
+                return 0
         finally:
             loop.run_until_complete(pages.close())
+            for signum in STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
     except KeyboardInterrupt:
         return 130
     log.info(
