@@ -227,7 +227,7 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
         _run_in(settings, options, workdir)
     finally:
         if options.keep_workdir:
-            print(f"demo files (worker and broker logs) kept in {workdir}", flush=True)
+            print(f"demo files (logs, the worker's data) kept in {workdir}", flush=True)
         else:
             # Everything is stopped by now; a second Ctrl-C must not leave the directory half
             # removed.
