@@ -27,17 +27,18 @@ demo: $(STAMP) ## the main job: live demo on the embedded broker (Ctrl-C stops)
 
 observe: $(STAMP) ## Prometheus + Alertmanager on loopback against the local worker, alerts printed (Ctrl-C stops)
 	@scripts/install-prometheus.sh >/dev/null
-	$(BIN)/python -m stream_app.commands.observe $(OBSERVE_ARGS)
+	$(BIN)/stream-app observe $(OBSERVE_ARGS)
 
 replay: $(STAMP) ## replay DATA=file.jsonl (default: the shared real runs)
 	$(BIN)/stream-app replay $(DATA)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas current
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas, dashboards and scenario alert tests current
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stream_app schemas grafana/generate.py
+	$(BIN)/mypy stream_app schemas grafana/generate.py prometheus/generate_tests.py
 	$(BIN)/python -m schemas.export --check
 	$(BIN)/python grafana/generate.py --check
+	$(BIN)/python prometheus/generate_tests.py --check
 
 test: lint tools ## the whole suite: lint, then pytest (unit, property and integration tests)
 	$(BIN)/pytest

@@ -11,6 +11,7 @@ from typing import Any, BinaryIO
 from stream_app import __version__
 from stream_app.commands.broker import BrokerError
 from stream_app.commands.demo import DemoError
+from stream_app.commands.observe import add_observe_parser
 from stream_app.commands.worker import StartupError
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import ConfigError, Settings, load_settings
@@ -125,13 +126,13 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     from collections.abc import Iterable
 
     from stream_app.commands.producer import produce
-    from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+    from stream_app.commands.synthetic import scenario_drop, synthetic_lines
 
     settings = _settings(args)
     lines: Iterable[bytes]
     total = None
     if args.synthetic is not None:
-        drop = None if args.no_drop else GradeDrop(experiment="synthetic-01", tier=args.drop_tier)
+        drop = scenario_drop(args.scenario, args.drop_tier)
         lines = synthetic_lines(
             args.synthetic, experiments=args.experiments, seed=args.seed, drop=drop
         )
@@ -155,6 +156,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     options = DemoOptions(
         synthetic=args.synthetic,
+        scenario=args.scenario,
         rate=args.rate,
         duration=args.duration,
         watch=tuple(Path(d) for d in args.watch or ()),
@@ -333,6 +335,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _add_scenario(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenario",
+        choices=("drop", "stationary"),
+        default="drop",
+        help="synthetic runs like the real ones' noise; 'drop' (the default) also makes "
+        "synthetic-01's T5 mostly fail from halfway on, 'stationary' changes nothing",
+    )
+
+
 def _add_demo(sub: Any) -> None:
     demo = sub.add_parser(
         "demo",
@@ -342,8 +354,10 @@ def _add_demo(sub: Any) -> None:
         "--synthetic",
         type=int,
         metavar="N",
-        help="N synthetic runs with a grade drop instead of the bundled real runs",
+        help="N synthetic runs (each tier one run a second of event time) instead of the "
+        "bundled real runs",
     )
+    _add_scenario(demo)
     demo.add_argument(
         "--watch",
         nargs="+",
@@ -452,8 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--synthetic", type=int, metavar="N", help="publish N synthetic runs")
     produce.add_argument("--rate", type=float, metavar="R", help="events per second (default: max)")
     produce.add_argument("--experiments", type=int, default=3, help="synthetic experiments (3)")
+    _add_scenario(produce)
     produce.add_argument("--drop-tier", default="T5", help="tier whose grade drops halfway (T5)")
-    produce.add_argument("--no-drop", action="store_true", help="no injected grade drop")
     produce.add_argument("--seed", type=int, default=7, help="synthetic random seed (7)")
     _add_broker(produce)
     _add_config(produce)
@@ -461,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_demo(sub)
     _add_watch(sub)
+    add_observe_parser(sub)
     _add_tail(sub)
 
     status = sub.add_parser(

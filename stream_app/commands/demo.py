@@ -30,7 +30,7 @@ from schemas.grade_change import GradeChange
 from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
 from stream_app.commands.live_table import LiveState, render
 from stream_app.commands.producer import produce
-from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.synthetic import scenario_drop, synthetic_lines
 from stream_app.commands.watch import Watcher, WatchError, WatchOptions
 from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
@@ -48,6 +48,7 @@ class DemoOptions:
     """What the user chose on the `stream-app demo` command line."""
 
     synthetic: int | None = None  # None: the bundled real runs
+    scenario: str = "drop"  # of the synthetic runs: a key of synthetic.SCENARIOS
     rate: float = 60.0
     duration: float | None = None
     refresh_s: float = 0.5
@@ -135,10 +136,13 @@ def _source(
     lines: Iterable[bytes]
     if options.synthetic:
         total = options.synthetic
-        lines = synthetic_lines(
-            total, experiments=3, drop=GradeDrop(experiment="synthetic-01", tier="T5")
+        drop = scenario_drop(options.scenario)
+        lines = synthetic_lines(total, experiments=3, drop=drop)
+        title = f"{total:,} synthetic runs, " + (
+            f"a grade drop injected into {drop.experiment}/{drop.tier} halfway"
+            if drop
+            else "no drop (stationary)"
         )
-        title = f"{total:,} synthetic runs (grade drop injected in synthetic-01/T5)"
     else:
         runs = bundled_runs()
         total = len(runs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -57,6 +57,12 @@ DROPPED: Final = Profile((0.15,) * len(TIERS), (0.35, 0.10), (0.35, 0.10))
 """A tier after the injected drop: it mostly fails, and its judge scores fall too."""
 SCENARIOS: Final[dict[str, GradeDrop | None]] = {"stationary": None, "drop": GradeDrop()}
 """The named scenarios: the drop each injects."""
+
+
+def scenario_drop(name: str, tier: str | None = None) -> GradeDrop | None:
+    """The drop of scenario `name` (KeyError when there is none of that name), in `tier`."""
+    drop = SCENARIOS[name]
+    return drop if drop is None or tier is None else replace(drop, tier=tier)
 
 
 def synthetic_events(

@@ -78,7 +78,7 @@ class CoreConfig(BaseModel):
     grade_drop_runs: int = Field(
         default=30,
         ge=1,
-        le=10_000,
+        le=1_000,
         description="A tier's grade drop counts when every full window after each of its last "
         "this many runs graded low (see core.grade_drop).",
     )

@@ -127,7 +127,7 @@ class GradeDropState:
             raise ValueError("grade-drop state has a bad level")
         if not isinstance(dropped, bool):
             raise ValueError("grade-drop state has a bad dropped flag")
-        return cls(recent[-10_000:], numbers[0], numbers[1], dropped)
+        return cls(recent[-1_000:], numbers[0], numbers[1], dropped)
 
 
 def letter_of_points(points: float) -> Grade:

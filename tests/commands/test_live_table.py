@@ -56,3 +56,25 @@ def test_filling_in_colour_is_dim_and_full_grades_keep_their_colour() -> None:
     text = render(state_of({"T0": 10, "T1": 4}), "header", colour=True)
     assert "\x1b[2mfilling 4/10" in text
     assert "\x1b[36mB" in text  # B's colour, as before
+
+
+def test_a_dropped_tier_says_so() -> None:
+    """40 passing runs set the tier's level (A); 30 failing ones more make every window of its
+    last 30 runs F: the signal TierGradeDropped pages on, shown next to the grade."""
+    lines = [
+        encode(
+            make_event(
+                run_id=f"exp/T2/{n}",
+                tier="T2",
+                passed=n < 45,
+                completed_at=f"2026-01-05T{9 + n // 60:02d}:{n % 60:02d}:00Z",
+            )
+        )
+        for n in range(80)
+    ]
+    report = replay_lines(lines, load_settings())
+    state = LiveState()
+    for agg in report.tiers:
+        state.aggregates[(agg.experiment_id, agg.tier)] = agg
+    assert re.match(r"exp\s+T2\s+10 F DROPPED\s", row(render(state, "", colour=False), "T2"))
+    assert "DROPPED" not in row(render(state_of({"T2": 80}), "", colour=False), "T2")
