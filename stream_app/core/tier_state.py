@@ -1,5 +1,5 @@
-"""Everything evalstream keeps for one `(experiment_id, tier)`: its window and the grade of its
-last full window (to detect grade changes). Pure; the worker stores it in a Faust table and replay
+"""Everything evalstream keeps for one `(experiment_id, tier)`: its window, the grade of its
+last full window (to detect grade changes) and its grade-drop signal (`core.grade_drop`). Pure; the worker stores it in a Faust table and replay
 keeps it in a dict, and both step it with `apply`."""
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ class Step:
 
 
 class TierState:
-    """One tier's window and the grade of its last full window: what a grade change needs; and
-    when the worker last accepted a run into it (`touched_us`, for retirement)."""
+    """One tier's window and the grade of its last full window: what a grade change needs; its
+    grade-drop signal (`drop`, what TierGradeDropped pages on); and when the worker last accepted
+    a run into it (`touched_us`, for retirement)."""
 
     __slots__ = ("drop", "experiment_id", "last_full_grade", "tier", "touched_us", "window")
 
