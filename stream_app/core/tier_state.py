@@ -1,6 +1,7 @@
 """Everything evalstream keeps for one `(experiment_id, tier)`: its window, the grade of its
-last full window (to detect grade changes) and its grade-drop signal (`core.grade_drop`). Pure; the worker stores it in a Faust table and replay
-keeps it in a dict, and both step it with `apply`."""
+last full window (to detect grade changes) and its grade-drop signal (`core.grade_drop`). Pure;
+the worker stores it in a Faust table and replay keeps it in a dict, and both step it with
+`apply`."""
 
 from __future__ import annotations
 
