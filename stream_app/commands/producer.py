@@ -1,5 +1,8 @@
 """`stream-app produce`: publish events (raw lines of a file, or synthetic runs) to the input
-topic, keyed by `run_id` when the line has one, at an optional steady rate, with progress."""
+topic, keyed by `experiment_id` when the line has one, at an optional steady rate, with
+progress. The worker partitions by experiment: keyed so, an experiment's runs reach it in the
+file's order, and what depends on arrival order (grade changes, the grade-drop signal) equals
+`stream-app replay` of the file."""
 
 from __future__ import annotations
 
@@ -16,14 +19,14 @@ from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_f
 from stream_app.service.settings import Settings
 
 
-def run_id_key(line: bytes) -> bytes | None:
-    """The run_id as the message key, when the line is an object with one."""
+def experiment_key(line: bytes) -> bytes | None:
+    """The experiment_id as the message key, when the line is an object with one."""
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    run_id = value.get("run_id") if isinstance(value, dict) else None
-    return run_id.encode() if isinstance(run_id, str) else None
+    experiment = value.get("experiment_id") if isinstance(value, dict) else None
+    return experiment.encode(errors="surrogatepass") if isinstance(experiment, str) else None
 
 
 async def produce(
@@ -50,7 +53,7 @@ async def produce(
             line = raw.rstrip(b"\r\n")
             if not line.strip():
                 continue
-            await producer.send(settings.topics.input, value=line, key=run_id_key(line))
+            await producer.send(settings.topics.input, value=line, key=experiment_key(line))
             sent += 1
             now = time.monotonic()
             if rate:

@@ -27,8 +27,9 @@ runs' pass rates and score spread, and 3 windows, 21 tiers at one run a second s
 prometheus/tests and the README's alerting section).
 
 The state is a value: `observe` returns a new one, so the tier state can assign it last and stay
-atomic. It depends on arrival order (as the grade-change events do); the worker and `replay`
-see each experiment's runs in the topic's order and compute the same."""
+atomic. It depends on arrival order (as the grade-change events do): events keyed by experiment
+reach the worker in the order they were sent, and it then computes what `replay` of the file
+does."""
 
 from __future__ import annotations
 
