@@ -306,9 +306,16 @@ def _field(name: str, value: object) -> list[str]:
     return [f"  {name:<{FIELD_WIDTH}} {first}", *(pad + line for line in rest)]
 
 
+def _label_order(labels: Mapping[str, Any]) -> list[str]:
+    """The alert's labels but its name: experiment, tier and severity first (what a tier alert
+    is about), then the others (EvalStreamDown's instance, EvalEventsRejected's reason)."""
+    first = [name for name in ("experiment", "tier", "severity") if name in labels]
+    return first + sorted(set(labels) - {"alertname", *first})
+
+
 def format_notification(payload: Mapping[str, Any], received: datetime | None = None) -> str:
     """One notification as a block a person reads: a header with the status and the group,
-    then per alert its status, name, labels that matter, annotations and times."""
+    then per alert its status, name, labels, annotations (a dash when missing) and times."""
     alerts = payload.get("alerts") or []
     status = str(payload.get("status", "?"))
     group = ", ".join(f'{k}="{v}"' for k, v in (payload.get("groupLabels") or {}).items())
@@ -322,8 +329,8 @@ def format_notification(payload: Mapping[str, Any], received: datetime | None = 
         notes = alert.get("annotations") or {}
         state = str(alert.get("status", status))
         lines.append(f"{state.upper()}  {labels.get('alertname', '-')}")
-        for name in ("experiment", "tier", "severity"):
-            lines += _field(name, labels.get(name))
+        for name in _label_order(labels):
+            lines += _field(name, labels[name])
         for name in ("summary", "description", "runbook_url"):
             lines += _field(name, notes.get(name))
         lines += _field("startsAt", alert.get("startsAt"))

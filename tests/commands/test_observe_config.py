@@ -186,11 +186,19 @@ def test_a_resolved_notification_says_so_and_when() -> None:
     assert "2026-11-23T14:58:00.000Z" in text
 
 
-def test_missing_labels_and_annotations_show_as_dashes() -> None:
-    payload = notification(labels={"alertname": "EvalEventsRejected"}, annotations={})
-    text = format_notification(payload)
-    assert "EvalEventsRejected" in text
-    assert any(line.split() == ["tier", "-"] for line in text.splitlines())
+def test_an_alert_shows_its_own_labels_and_dashes_for_missing_annotations() -> None:
+    """EvalStreamDown has no experiment or tier but an instance; EvalEventsRejected a reason."""
+    payload = notification(
+        labels={"alertname": "EvalEventsRejected", "reason": "schema", "severity": "warning"},
+        annotations={},
+    )
+    lines = format_notification(payload).splitlines()
+    assert lines[1] == "FIRING  EvalEventsRejected"
+    assert [line.split() for line in lines[2:4]] == [["severity", "warning"], ["reason", "schema"]]
+    assert not any(line.split()[0] in ("experiment", "tier") for line in lines[1:])
+    assert ["summary", "-"] in [line.split() for line in lines]
+    down = notification(labels={"alertname": "EvalStreamDown", "instance": "127.0.0.1:6066"})
+    assert "  instance     127.0.0.1:6066" in format_notification(down).splitlines()
 
 
 def post(url: str, body: bytes) -> int:
