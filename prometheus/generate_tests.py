@@ -87,6 +87,7 @@ def scrape(duration_s: int, drop: GradeDrop | None, seed: int) -> Scraped:
             mine = drop and (agg.experiment_id, agg.tier) == (drop.experiment, drop.tier)
             if mine and drop_seen is None and agg.grade_drop.dropped:
                 drop_seen = k * SCRAPE_S
+    series['up{job="evalstream",instance="worker-1:6066"}'] = ["1"] * scrapes  # the worker lives
     return Scraped(series, scrapes, drop_seen)
 
 
@@ -176,7 +177,7 @@ def drop_group() -> tuple[dict[str, Any], str]:
         "exp_annotations": {
             "summary": f"synthetic-01/T5 dropped from {LETTERS[round(level)]} to F",
             "description": (
-                "Every full 10-run window of synthetic-01/T5's last 30 runs graded F or lower; "
+                "Every full 10-run window of synthetic-01/T5's last 30 runs graded F; "
                 f"the tier usually grades {level:.1f} points (A=4 B=3 C=2 D=1 F=0). Window noise "
                 "does not do this; a change in the agent, its model, its tools or the harness "
                 "does."

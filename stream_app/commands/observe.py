@@ -637,7 +637,7 @@ def start_block(stack: ObserveStack) -> str:
         f"  Alertmanager   {am}/{ui}",
         f"                 {am}/api/v2/alerts, or: amtool --alertmanager.url={am} alert query",
         f"  notifications  Alertmanager -> {stack.receiver.url}, printed below "
-        f"(group_wait {config.group_wait}; tier alerts held back while EvalStreamDown fires)",
+        f"(group_wait {config.group_wait}; tier alerts held back while no worker is up)",
         f"  runbooks       {config.runbooks}",
         f"  temp dir       {stack.workdir} (configs and data, removed on exit)",
     ]
@@ -646,7 +646,7 @@ def start_block(stack: ObserveStack) -> str:
         if not port_open(host.strip("[]"), int(port)):
             lines.append(
                 f"Nothing answers on {target} yet: start a worker (make demo, or stream-app "
-                "worker); until one does, its `up` is 0 and EvalStreamDown will fire."
+                "worker); until one does, EvalStreamNoWorker will fire."
             )
     lines.append("Ctrl-C stops it.")
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 Alertmanager against a live worker on the embedded broker. Checked: the worker is scraped, the
 repository's rules are loaded, the web UIs and their assets answer, an alert posted to
 Alertmanager reaches the webhook receiver and is printed (the inhibit rule holding back a tier
-alert while EvalStreamDown fires), a child that dies is reported, a busy port is one line, and
+alert while no worker is up, and not while one of several is down), a child that dies is reported, a busy port is one line, and
 SIGINT or SIGTERM leaves no process and no temp directory behind."""
 
 from __future__ import annotations
@@ -312,33 +312,54 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
     ):
         assert text in printed, (text, printed)
 
-    # While EvalStreamDown fires, a tier alert is held back (the inhibit rule of production).
-    # Posted one after the other, each with a fresh startsAt: Alertmanager sends a new group at
-    # once, without group_wait, when its alert started longer ago, racing its own inhibitor.
-    down = {"labels": {"alertname": "EvalStreamDown", "severity": "page"}}
-    post_alerts(run.alertmanager, [{**down, "startsAt": datetime.now(UTC).isoformat()}])
-    wait_until(lambda: "EvalStreamDown" in run.output(), 20, what="EvalStreamDown printed")
-    tier_alert = {
-        "labels": {
-            "alertname": "TierGradeDropped",
-            "experiment": "exp-inhibited",
-            "tier": "T4",
-            "severity": "page",
-        },
-        "startsAt": datetime.now(UTC).isoformat(),
-    }
-    post_alerts(run.alertmanager, [tier_alert])
+    # One dead worker among live ones holds nothing back: its EvalStreamDown and a tier alert
+    # are both printed.
+    def now() -> str:
+        return datetime.now(UTC).isoformat()
 
-    def inhibited() -> bool:
+    def tier_alert(experiment: str) -> dict[str, Any]:
+        labels = {"alertname": "TierGradeDropped", "experiment": experiment, "tier": "T4"}
+        return {"labels": {**labels, "severity": "page"}, "startsAt": now()}
+
+    def down(instance: str) -> dict[str, Any]:
+        labels = {"alertname": "EvalStreamDown", "instance": instance, "severity": "page"}
+        return {"labels": labels, "startsAt": now()}
+
+    post_alerts(run.alertmanager, [down("w2:6066")])
+    post_alerts(run.alertmanager, [tier_alert("exp-alive")])
+    wait_until(
+        lambda: "w2:6066" in run.output() and "exp-alive" in run.output(),
+        20,
+        what="EvalStreamDown of one worker and a tier alert printed",
+    )
+
+    # While no worker is up (EvalStreamNoWorker), tier alerts and EvalStreamDown are held back
+    # (the inhibit rules of production). Posted one after the other, each with a fresh
+    # startsAt: Alertmanager sends a new group at once, without group_wait, when its alert
+    # started longer ago, racing its own inhibitor.
+    nobody = {"labels": {"alertname": "EvalStreamNoWorker", "severity": "page"}}
+    post_alerts(run.alertmanager, [{**nobody, "startsAt": now()}])
+    wait_until(lambda: "EvalStreamNoWorker" in run.output(), 20, what="EvalStreamNoWorker printed")
+    post_alerts(run.alertmanager, [tier_alert("exp-inhibited"), down("w3:6066")])
+
+    def inhibited() -> set[str]:
         body = get(run.alertmanager + "/api/v2/alerts")[1]
-        return any(
-            a["labels"]["alertname"] == "TierGradeDropped" and a["status"]["inhibitedBy"]
+        return {
+            a["labels"]["alertname"]
             for a in json.loads(body)
-        )
+            if a["status"]["inhibitedBy"]
+            and a["labels"].get("experiment", a["labels"].get("instance"))
+            in ("exp-inhibited", "w3:6066")
+        }
 
-    wait_until(inhibited, 10, what="TierGradeDropped inhibited")
-    time.sleep(2)  # two group_waits: it would have been sent by now
+    wait_until(
+        lambda: inhibited() == {"TierGradeDropped", "EvalStreamDown"},
+        10,
+        what="TierGradeDropped and EvalStreamDown inhibited",
+    )
+    time.sleep(2)  # two group_waits: they would have been sent by now
     assert "exp-inhibited" not in run.output(), run.output()
+    assert "w3:6066" not in run.output(), run.output()
 
     assert run.signal(signal.SIGTERM) == 0, run.errors()
     wait_until(lambda: not run.leftovers(), 5, what="no process or file left")
