@@ -36,7 +36,8 @@ from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metr
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, `kill`, and a closed terminal: each stops the demo and what it started."""
 
 
 class DemoError(Exception):
@@ -174,7 +175,12 @@ async def _run(
         raise DemoError(str(exc)) from None
     tty = sys.stdout.isatty()
     print(f"{note}; worker metrics: {metrics_url}", flush=True)
-    await wait_for_broker(settings)
+    try:  # `--duration` bounds the whole demo, an unreachable broker included
+        await asyncio.wait_for(wait_for_broker(settings), options.duration)
+    except TimeoutError:
+        raise DemoError(
+            f"broker {settings.broker_url} not reached within --duration {options.duration:g} s"
+        ) from None
     from stream_app.service.app import all_topics
 
     await ensure_topics(settings, all_topics(settings))
@@ -224,8 +230,10 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
     """`stream-app demo`: show the whole pipeline working live on one machine, until Ctrl-C or
     the duration; returns the exit code. Its temporary directory (logs, the worker's data) is
     removed on every way out unless `keep_workdir`."""
-    # SIGTERM as Ctrl-C until the event loop takes both over, so that it too cleans up.
+    # SIGTERM and SIGHUP as Ctrl-C until the event loop takes them over, so that they too clean
+    # up (the broker and the worker run in sessions of their own: nothing else stops them).
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
     try:
         _run_in(settings, options, workdir)
@@ -255,7 +263,15 @@ def _run_in(settings: Settings, options: DemoOptions, workdir: Path) -> None:
     loop: asyncio.AbstractEventLoop | None = None
     try:
         if port_open(settings.web_bind, settings.web_port):
+            busy = settings.web_port
             settings = settings.model_copy(update={"web_port": free_port(settings.web_bind)})
+            # Said, not silent: `stream-app observe` scrapes the configured port by default.
+            moved = f"{settings.web_bind}:{settings.web_port}"
+            print(
+                f"web port {busy} is in use (another worker or demo?); this demo's worker serves "
+                f"/metrics on {moved}: scrape it with `stream-app observe --target {moved}`",
+                flush=True,
+            )
         if not configured:
             broker = EmbeddedBroker(binary=settings.tansu_bin, log_file=workdir / "broker.log")
             settings = settings.model_copy(update={"broker_url": broker.url, "partitions": 4})

@@ -47,6 +47,7 @@ EXIT_CHILD_EXITED: Final = 1
 EXIT_USAGE: Final = 2
 READY_TIMEOUT_S: Final = 60.0
 LOG_TAIL_LINES: Final = 12
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def repository_root() -> Path:
@@ -80,7 +81,7 @@ class ChildExited(Exception):
 
 
 class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived while the stack was starting."""
+    """SIGINT, SIGTERM or SIGHUP arrived while the stack was starting."""
 
 
 # ---- options -------------------------------------------------------------------------------
@@ -653,7 +654,7 @@ def start_block(stack: ObserveStack) -> str:
 
 
 def run_observe(config: ObserveConfig, raw_json: bool = False) -> int:
-    """Run the stack until SIGINT or SIGTERM (0), or until a child exits by itself (1).
+    """Run the stack until SIGINT, SIGTERM or SIGHUP (0), or until a child exits by itself (1).
 
     Raises:
         ObserveError: something the user can fix; nothing is left running.
@@ -663,7 +664,9 @@ def run_observe(config: ObserveConfig, raw_json: bool = False) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: a closed terminal must not leave Prometheus and Alertmanager (each in a
+    # session of its own) running on their ports.
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     stack = ObserveStack(config, raw_json=raw_json, stop_event=stop)
     try:
         stack.start()

@@ -5,7 +5,9 @@ where it is. TMPDIR points into the test's own directory, so what is left there 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +62,7 @@ def test_removed_after_duration(tmp_path: Path) -> None:
     assert demo.left() == [], demo.text()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_removed_after_a_signal_while_starting(tmp_path: Path, signum: int) -> None:
     require_tansu()
     demo = Demo(tmp_path)
@@ -71,6 +73,40 @@ def test_removed_after_a_signal_while_starting(tmp_path: Path, signum: int) -> N
         assert demo.process.wait(60) == 0, demo.text()
     finally:
         demo.kill()
+    assert demo.left() == [], demo.text()
+
+
+def test_a_busy_web_port_is_said_with_the_port_used(tmp_path: Path) -> None:
+    """The demo moves to a free port when its web port is taken, and says so: `observe`
+    scrapes the configured port by default and would see nothing."""
+    require_tansu()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        demo = Demo(tmp_path, "--duration", "1", "--rate", "200", EVALSTREAM_WEB_PORT=str(busy))
+        try:
+            assert demo.process.wait(120) == 0, demo.text()
+        finally:
+            demo.kill()
+    said = re.search(rf"web port {busy} is in use .* on (127\.0\.0\.1:(\d+))", demo.text())
+    assert said, demo.text()
+    assert f"stream-app observe --target {said[1]}" in demo.text()
+    assert int(said[2]) != busy
+    assert f"metrics http://{said[1]}/metrics" in demo.text()
+
+
+def test_the_duration_bounds_the_wait_for_an_unreachable_broker(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        nobody = probe.getsockname()[1]
+    demo = Demo(tmp_path, "--duration", "3", "--broker", f"kafka://127.0.0.1:{nobody}")
+    try:
+        assert demo.process.wait(30) == 2, demo.text()
+    finally:
+        demo.kill()
+    assert "not reached within --duration 3 s" in demo.text()
+    assert "Traceback" not in demo.text()
     assert demo.left() == [], demo.text()
 
 
