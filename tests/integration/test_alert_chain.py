@@ -121,7 +121,8 @@ def test_the_drop_pages_through_alertmanager_and_nothing_else_does(
         assert summary.startswith("synthetic-01/T5 dropped from ")
         assert summary.endswith(" to F")
         assert summary.split()[3] in ("A", "B"), summary  # test-001's profile: usually A
-        assert "last 30 runs graded F; the tier usually grades" in page["annotations"]["description"]
+        description = page["annotations"]["description"]
+        assert "last 30 runs graded F; the tier usually grades" in description
         assert page["annotations"]["runbook_url"] == f"{RUNBOOKS}#runbook-tiergradedropped"
         # The receiver printed it as a block a person reads.
         text = printed.getvalue()
