@@ -3,7 +3,8 @@ Alertmanager against a live worker on the embedded broker. Checked: the worker i
 repository's rules are loaded, the web UIs and their assets answer, an alert posted to
 Alertmanager reaches the webhook receiver and is printed (the inhibit rules holding back a tier
 alert while no worker is up, and not while one of several is down), a child that dies is
-reported, a busy port is one line, and SIGINT, SIGTERM or SIGHUP leaves no process and no temp directory behind."""
+reported, a busy port is one line, and SIGINT, SIGTERM or SIGHUP leaves no process and no temp
+directory behind."""
 
 from __future__ import annotations
 
