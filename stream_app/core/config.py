@@ -84,15 +84,17 @@ class CoreConfig(BaseModel):
     )
     grade_level_half_life_runs: float = Field(
         default=100.0,
-        gt=0,
+        ge=1,
         le=1_000_000,
-        description="Half-life, in runs, of the tier's own grade level a drop is measured from.",
+        description="Half-life, in runs, of the tier's own grade level a drop is measured from "
+        "(at least one run: a shorter one makes the level a copy of the last window).",
     )
     grade_drop_steps: float = Field(
         default=2.0,
         ge=1,
-        le=4,
-        description="Letters below its level the sustained grade must fall to be a drop.",
+        le=3.5,
+        description="Letters below its level the sustained grade must fall to be a drop (at "
+        "most 3.5: a level is a mean, an A tier's is below 4, so 4 would never page).",
     )
 
     @cached_property

@@ -128,6 +128,9 @@ class GradeDropState:
             raise ValueError("grade-drop state has a bad level")
         if not isinstance(dropped, bool):
             raise ValueError("grade-drop state has a bad dropped flag")
+        # What observe() can make: a mean of 0-4 points, and a drop only against a level.
+        if numbers[0] > 4 * numbers[1] * (1 + 1e-9) or (dropped and numbers[1] <= 0):
+            raise ValueError("grade-drop state has a level no window history makes")
         return cls(recent[-1_000:], numbers[0], numbers[1], dropped)
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from schemas.common import Grade
 from stream_app.commands.synthetic import GradeDrop, synthetic_lines
@@ -22,12 +23,14 @@ from stream_app.core.window import WindowEntry
 PARAMS = DropParameters()  # 30 runs, half-life 100, two letters
 
 
-def feed(state: GradeDropState, grades: str) -> tuple[GradeDropState, list[int]]:
+def feed(
+    state: GradeDropState, grades: str, params: DropParameters | None = None
+) -> tuple[GradeDropState, list[int]]:
     """Observe each grade; return the final state and the 1-based positions where it dropped."""
     onsets = []
     for i, grade in enumerate(grades, start=1):
         before = state.dropped
-        state = state.observe(grade, PARAMS)  # type: ignore[arg-type]
+        state = state.observe(grade, params or PARAMS)  # type: ignore[arg-type]
         if state.dropped and not before:
             onsets.append(i)
     return state, onsets
@@ -102,6 +105,11 @@ def test_state_round_trips_through_json(grades: str) -> None:
         {"r": "A", "s": 1.0, "w": True, "d": False},
         {"r": "A", "s": 1.0, "w": 1.0, "d": 1},
         {"r": "A", "s": 1.0, "d": False},
+        # Numbers no run of observe() makes: dropped without a level (it would page forever,
+        # since a dropped tier's level does not learn), a level above A (4 points a window).
+        {"r": "", "s": 0.0, "w": 0.0, "d": True},
+        {"r": "A" * 30, "s": 1e299, "w": 1.0, "d": False},
+        {"r": "A", "s": 4.5, "w": 1.0, "d": False},
     ],
 )
 def test_bad_states_are_rejected(bad: object) -> None:
@@ -206,3 +214,23 @@ def test_the_injected_drop_is_flagged_within_forty_runs_and_nothing_else(seed: i
 def test_letters_of_points() -> None:
     grades: list[Grade] = [letter_of_points(p) for p in (4.0, 3.6, 3.4, 2.5, 1.2, 0.4, 0.0)]
     assert grades == ["A", "A", "B", "B", "D", "F", "F"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("grade_drop_steps", 4.0),  # an A tier's level is a mean below 4: it would never page
+        ("grade_drop_steps", 0.5),
+        ("grade_level_half_life_runs", 1e-300),  # the level would be the last window alone
+        ("grade_drop_runs", 0),
+    ],
+)
+def test_settings_that_would_silence_the_alert_are_refused(setting: str, value: float) -> None:
+    with pytest.raises(ValidationError, match=setting):
+        CoreConfig(**{setting: value})
+
+
+def test_the_strictest_drop_setting_still_pages_for_an_a_tier_falling_to_f() -> None:
+    params = DropParameters(runs=30, steps=3.5)
+    _, onsets = feed(GradeDropState(), "A" * 40 + "B" + "A" * 40 + "F" * 30, params)
+    assert onsets == [111]
