@@ -10,7 +10,9 @@
 #    --web.local-assets=.tools/prometheus/usr/share/prometheus/web/); its static/ links to the
 #    JavaScript and fonts of Debian's libjs-* packages (relative links), unpacked here too (10 MB).
 #  - Prometheus's consoles: Debian ships them as examples; copied to etc/prometheus/consoles and
-#    console_libraries (--web.console.templates=, --web.console.libraries=).
+#    console_libraries (--web.console.templates=, --web.console.libraries=), their links fixed
+#    for this layout: popper.js is a directory here (its UMD build is loaded), d3.layout is part
+#    of Debian's d3 3.5 (no separate file), and the menu's Alerts page is /classic/alerts.
 #  - Alertmanager reads its default notification templates from /usr/share/prometheus/alertmanager,
 #    a directory compiled into Debian's binary that no flag or config setting changes (its
 #    `templates:` are read after it). The script rewrites that string in the binary to the
@@ -40,7 +42,10 @@ have_ui() {
     [[ -f $dest/usr/share/javascript/jquery/jquery.min.js && -d $dest/usr/share/prometheus/web ]] || return 1
     ! find "$dest/usr/share/prometheus/web/static" -xtype l | grep -q .
 }
-have_consoles() { [[ -f $dest/etc/prometheus/console_libraries/prom.lib ]]; }
+have_consoles() {
+    [[ -f $dest/etc/prometheus/console_libraries/prom.lib ]] &&
+        grep -qF 'popper.js/umd/popper.min.js' "$dest/etc/prometheus/console_libraries/prom.lib"
+}
 alertmanager_patched() { ! grep -qF "$compiled_in" "$dest/usr/bin/prometheus-alertmanager"; }
 
 if have_binaries && have_ui && have_consoles && alertmanager_patched; then
@@ -75,7 +80,11 @@ if ! have_consoles; then
     examples=$dest/usr/share/doc/prometheus/examples
     mkdir -p "$dest/etc/prometheus/consoles" "$dest/etc/prometheus/console_libraries"
     cp -n "$examples"/consoles/* "$dest/etc/prometheus/consoles/"
-    cp -n "$examples"/console_libraries/* "$dest/etc/prometheus/console_libraries/"
+    cp "$examples"/console_libraries/* "$dest/etc/prometheus/console_libraries/"
+    libs=$dest/etc/prometheus/console_libraries
+    sed -i -e 's|/classic/static/popper.js"|/classic/static/popper.js/umd/popper.min.js"|' \
+        -e '\|/vendor/rickshaw/vendor/d3.layout.min.js|d' "$libs/prom.lib"
+    sed -i -e 's|{{ pathPrefix }}/alerts"|{{ pathPrefix }}/classic/alerts"|' "$libs/menu.lib"
 fi
 
 if ! alertmanager_patched; then

@@ -110,9 +110,15 @@ def parse_target(text: str) -> str:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number")
+    """A port to listen on: 1-65535."""
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
     return int(text)
+
+
+def _port_or_any(text: str) -> int:
+    """A port, or 0: any free one."""
+    return 0 if text.isdigit() and int(text) == 0 else _port(text)
 
 
 def default_targets(config_file: Path | None) -> tuple[str, ...]:
@@ -300,40 +306,63 @@ def find_tools(tools_dir: Path | None = None) -> Tools:
 FIELD_WIDTH: Final = 12
 
 
-def _field(name: str, value: object) -> list[str]:
-    text = str(value) if value not in (None, "") else "-"
+def printable(value: object, keep_newlines: bool = False) -> str:
+    """`value` as text that cannot drive a terminal: every character that is not printable (an
+    escape sequence, a carriage return, a bidi override) written as its escape, `\\x1b`. Labels
+    carry what producers sent (an experiment id is any 1-200 characters). Annotations may keep
+    their newlines."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return "".join(
+        ch
+        if ch.isprintable() or (keep_newlines and ch == "\n")
+        else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
+
+
+def _field(name: str, value: object, keep_newlines: bool = False) -> list[str]:
+    text = printable(value, keep_newlines) if value not in (None, "") else "-"
     first, *rest = text.splitlines() or ["-"]
     pad = " " * (FIELD_WIDTH + 3)
-    return [f"  {name:<{FIELD_WIDTH}} {first}", *(pad + line for line in rest)]
+    return [f"  {printable(name):<{FIELD_WIDTH}} {first}", *(pad + line for line in rest)]
 
 
 def _label_order(labels: Mapping[str, Any]) -> list[str]:
     """The alert's labels but its name: experiment, tier and severity first (what a tier alert
     is about), then the others (EvalStreamDown's instance, EvalEventsRejected's reason)."""
     first = [name for name in ("experiment", "tier", "severity") if name in labels]
-    return first + sorted(set(labels) - {"alertname", *first})
+    return first + sorted(set(labels) - {"alertname", *first}, key=str)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def format_notification(payload: Mapping[str, Any], received: datetime | None = None) -> str:
     """One notification as a block a person reads: a header with the status and the group,
-    then per alert its status, name, labels, annotations (a dash when missing) and times."""
-    alerts = payload.get("alerts") or []
-    status = str(payload.get("status", "?"))
-    group = ", ".join(f'{k}="{v}"' for k, v in (payload.get("groupLabels") or {}).items())
+    then per alert its status, name, labels, annotations (a dash when missing) and times.
+    Whatever the JSON holds, it prints (what it cannot read, as a dash or as JSON)."""
+    alerts = payload.get("alerts")
+    alerts = alerts if isinstance(alerts, list) else []
+    status = printable(payload.get("status", "?"))
+    group = ", ".join(
+        f'{printable(k)}="{printable(v)}"' for k, v in _mapping(payload.get("groupLabels")).items()
+    )
     when = (received or datetime.now()).strftime("%H:%M:%S")
     count = f"{len(alerts)} alert" + ("" if len(alerts) == 1 else "s")
     lines = [
         f"-- {when} Alertmanager notification: {status}, {count}" + (f" ({group})" if group else "")
     ]
     for alert in alerts:
-        labels = alert.get("labels") or {}
-        notes = alert.get("annotations") or {}
-        state = str(alert.get("status", status))
-        lines.append(f"{state.upper()}  {labels.get('alertname', '-')}")
+        alert = _mapping(alert)
+        labels = _mapping(alert.get("labels"))
+        notes = _mapping(alert.get("annotations"))
+        state = printable(alert.get("status", status))
+        lines.append(f"{state.upper()}  {printable(labels.get('alertname', '-'))}")
         for name in _label_order(labels):
             lines += _field(name, labels[name])
         for name in ("summary", "description", "runbook_url"):
-            lines += _field(name, notes.get(name))
+            lines += _field(name, notes.get(name), keep_newlines=True)
         lines += _field("startsAt", alert.get("startsAt"))
         if state == "resolved":
             lines += _field("endsAt", alert.get("endsAt"))
@@ -380,9 +409,9 @@ class AlertReceiver:
         if not isinstance(payload, dict):
             print("observe: the webhook received a body that is not a JSON object", file=sys.stderr)
             return False
-        text = (
-            body.decode(errors="replace").strip() if self.raw_json else format_notification(payload)
-        )
+        # --json: re-encoded with every non-ASCII character escaped, so that no byte of it
+        # drives the terminal either (jq reads it the same).
+        text = json.dumps(payload) if self.raw_json else format_notification(payload)
         out = self._out or sys.stdout
         with self._lock:
             self._received.append(payload)
@@ -523,13 +552,16 @@ class ObserveStack:
 
     def _start(self) -> None:
         config = self.config
+        ports = [config.prometheus_port, config.alertmanager_port, config.webhook_port or None]
+        if len(set(ports)) < len(ports):
+            raise ObserveError(
+                "--prometheus-port, --alertmanager-port and --webhook-port must differ"
+            )
         tools = self.tools or find_tools()
         self.tools = tools
         rules = [path for pattern in config.rule_files() for path in glob.glob(pattern)]
         if not rules:
             raise ObserveError(f"no rule files match {', '.join(config.rule_files())}")
-        if config.prometheus_port == config.alertmanager_port:
-            raise ObserveError("--prometheus-port and --alertmanager-port must differ")
         _check_port_free(config.prometheus_port, "--prometheus-port", "Prometheus")
         _check_port_free(config.alertmanager_port, "--alertmanager-port", "Alertmanager")
         self.workdir = Path(tempfile.mkdtemp(prefix="evalstream-observe-"))
@@ -731,7 +763,7 @@ def add_observe_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--prometheus-port", type=_port, default=9090, help="(9090)")
     parser.add_argument("--alertmanager-port", type=_port, default=9093, help="(9093)")
     parser.add_argument(
-        "--webhook-port", type=_port, default=0, help="the alert receiver's port (default: any)"
+        "--webhook-port", type=_port_or_any, default=0, help="the alert receiver's port (default: any)"
     )
     parser.add_argument("--scrape-interval", type=parse_duration, default="15s", help="(15s)")
     parser.add_argument(

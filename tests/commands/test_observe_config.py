@@ -225,6 +225,42 @@ def test_receiver_prints_each_notification() -> None:
     assert receiver.notifications() == [notification()]
 
 
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"alerts": [1, 2]},
+        {"alerts": "x"},
+        {"alerts": [{"labels": "x", "annotations": [1], "status": 5}]},
+        {"alerts": [{"labels": {"alertname": ["x"], "tier": None}}], "groupLabels": 3},
+    ],
+)
+def test_receiver_survives_any_json_object(odd: dict[str, Any]) -> None:
+    out = io.StringIO()
+    receiver = AlertReceiver(out=out).start()
+    try:
+        assert post(receiver.url, json.dumps(odd).encode()) == 200
+        assert post(receiver.url, json.dumps(notification()).encode()) == 200  # still serving
+    finally:
+        receiver.stop()
+    assert "Alertmanager notification" in out.getvalue()
+    assert "Grade of T5 dropped in experiment synthetic-01" in out.getvalue()
+
+
+def test_control_characters_reach_the_terminal_escaped() -> None:
+    """Labels come from events (an experiment id is any 1-200 characters): an escape sequence in
+    one must not drive the on-call engineer's terminal."""
+    evil = "exp\x1b]0;owned\x07\x1b[2J\r\nFIRING  Fake"
+    payload = notification(
+        labels={"alertname": "TierGradeDropped", "experiment": evil, "tier": "T1\x9b31m"},
+        annotations={"summary": "s\x1b[31m", "description": "two\nlines"},
+    )
+    text = format_notification(payload)
+    assert not any(ch in text for ch in "\x1b\x07\r\x9b")
+    assert "\\x1b" in text
+    assert "FIRING  Fake" not in text.splitlines()
+    assert "  description  two" in text.splitlines()  # a real newline in an annotation stays
+
+
 def test_receiver_json_mode_prints_the_raw_body() -> None:
     out = io.StringIO()
     body = json.dumps(notification())
@@ -273,3 +309,29 @@ def test_a_missing_binary_is_one_line(
     assert err.count("\n") == 1
     assert err.startswith("stream-app observe: error: ")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "-1", "x"])
+def test_a_listening_port_is_1_to_65535(port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="stream-app")
+    observe.add_observe_parser(parser.add_subparsers(dest="command"))
+    for option in ("--prometheus-port", "--alertmanager-port"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["observe", option, port])
+    assert parser.parse_args(["observe", "--webhook-port", "0"]).webhook_port == 0  # any
+
+
+@pytest.mark.parametrize(
+    "ports",
+    [
+        {"prometheus_port": 29090, "alertmanager_port": 29090},
+        {"prometheus_port": 29090, "alertmanager_port": 29093, "webhook_port": 29090},
+        {"prometheus_port": 29090, "alertmanager_port": 29093, "webhook_port": 29093},
+    ],
+)
+def test_the_three_ports_must_differ(ports: dict[str, int], tmp_path: Path) -> None:
+    """Checked before anything starts: one line, not Prometheus's log of a taken port."""
+    stack = observe.ObserveStack(config(**ports), out=io.StringIO())
+    with pytest.raises(ObserveError, match="must differ"):
+        stack.start()
+    assert stack.workdir is None

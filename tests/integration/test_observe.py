@@ -203,6 +203,21 @@ def static_assets(prometheus: str, page: str) -> set[str]:
     return {path.decode() for path in found}
 
 
+def served(url: str) -> int:
+    """The status of a GET without following redirects: a script path that is a directory
+    answers 301 (to a listing), which a browser cannot run."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    try:
+        with urllib.request.build_opener(NoRedirect).open(url, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def test_observe_scrapes_the_worker_with_the_rules_and_serves_the_uis(
     broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, observe_runs: list[ObserveRun]
 ) -> None:
@@ -240,13 +255,20 @@ def test_observe_scrapes_the_worker_with_the_rules_and_serves_the_uis(
     assert b"TierGradeDropped" in get(run.prometheus + "/classic/alerts")[1]
     consoles = get(run.prometheus + "/consoles/prometheus.html")
     assert consoles[0] == 200, consoles[1][:300]
-    assets = static_assets(run.prometheus, "/classic/graph") | static_assets(
-        run.prometheus, "/classic/alerts"
+    assets = (
+        static_assets(run.prometheus, "/classic/graph")
+        | static_assets(run.prometheus, "/classic/alerts")
+        | static_assets(run.prometheus, "/consoles/prometheus.html")
     )
     broken = {
-        path: code for path in sorted(assets) if (code := get(run.prometheus + path)[0]) != 200
+        path: code for path in sorted(assets) if (code := served(run.prometheus + path)) != 200
     }
     assert not broken, broken
+    # The consoles' menu links lead to pages this Prometheus serves.
+    links = re.findall(rb'class="nav-link" href="(/[^"]*)"', consoles[1])
+    assert links, consoles[1][:300]
+    dead = {link: code for link in links if (code := get(run.prometheus + link.decode())[0]) != 200}
+    assert not dead, dead
     assert get(run.alertmanager + "/")[0] == 200
     status, body = get(run.alertmanager + "/api/v2/status")
     assert status == 200
