@@ -308,7 +308,8 @@ FIELD_WIDTH: Final = 12
 
 def printable(value: object, keep_newlines: bool = False) -> str:
     """`value` as text that cannot drive a terminal: every character that is not printable (an
-    escape sequence, a carriage return, a bidi override) written as its escape, `\\x1b`. Labels
+    escape sequence, a carriage return, a bidi override) written as its escape (ESC as x1b after
+    a backslash). Labels
     carry what producers sent (an experiment id is any 1-200 characters). Annotations may keep
     their newlines."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -353,8 +354,8 @@ def format_notification(payload: Mapping[str, Any], received: datetime | None = 
     lines = [
         f"-- {when} Alertmanager notification: {status}, {count}" + (f" ({group})" if group else "")
     ]
-    for alert in alerts:
-        alert = _mapping(alert)
+    for item in alerts:
+        alert = _mapping(item)
         labels = _mapping(alert.get("labels"))
         notes = _mapping(alert.get("annotations"))
         state = printable(alert.get("status", status))
@@ -763,7 +764,10 @@ def add_observe_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--prometheus-port", type=_port, default=9090, help="(9090)")
     parser.add_argument("--alertmanager-port", type=_port, default=9093, help="(9093)")
     parser.add_argument(
-        "--webhook-port", type=_port_or_any, default=0, help="the alert receiver's port (default: any)"
+        "--webhook-port",
+        type=_port_or_any,
+        default=0,
+        help="the alert receiver's port (default: any free one)",
     )
     parser.add_argument("--scrape-interval", type=parse_duration, default="15s", help="(15s)")
     parser.add_argument(
