@@ -308,8 +308,7 @@ FIELD_WIDTH: Final = 12
 
 def printable(value: object, keep_newlines: bool = False) -> str:
     """`value` as text that cannot drive a terminal: every character that is not printable (an
-    escape sequence, a carriage return, a bidi override) written as its escape (ESC as x1b after
-    a backslash). Labels
+    escape sequence, a carriage return, a bidi override) written as its Python escape. Labels
     carry what producers sent (an experiment id is any 1-200 characters). Annotations may keep
     their newlines."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
