@@ -12,7 +12,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
-from stream_app.service.settings import Settings
+from stream_app.service.settings import BROKER_URL_FORM, ConfigError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +70,42 @@ def faust_credentials(settings: Settings) -> Any:
     return None
 
 
+def _unusable_address(settings: Settings, exc: Exception) -> ConfigError:
+    """The one-line error of a broker address the client refuses outright."""
+    reason = " ".join(str(exc).split())
+    return ConfigError(
+        f"invalid configuration: broker_url: {settings.broker_url!r} cannot be used "
+        f"({type(exc).__name__}: {reason}); expected {BROKER_URL_FORM}"
+    )
+
+
 async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -> None:
     """Connect, retrying with exponential backoff (1 s doubling up to `broker_retry_max_s`) and
-    one clear log line per attempt, instead of crash-looping."""
+    one clear log line per attempt, instead of crash-looping. An address the client cannot use
+    at all (a ValueError or OverflowError, say a port that is not one) is a ConfigError, at
+    once: no retry mends it."""
     delay = 1.0
     attempt = 0
-    servers = ",".join(settings.bootstrap_servers)
+    try:
+        servers = ",".join(settings.bootstrap_servers)
+    except ValueError as exc:  # settings made without validation, e.g. by model_copy
+        raise ConfigError(f"invalid configuration: broker_url: {exc}") from None
     while True:
         attempt += 1
-        admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=5000)
+        try:
+            admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=5000)
+        except (ValueError, OverflowError) as exc:
+            raise _unusable_address(settings, exc) from None
         try:
             await admin.start()
             await admin.close()
             if attempt > 1:
                 log.info("broker %s reachable after %d attempts", servers, attempt)
             return
+        except (ValueError, OverflowError) as exc:
+            with contextlib.suppress(Exception):
+                await admin.close()
+            raise _unusable_address(settings, exc) from None
         except (KafkaConnectionError, KafkaError, OSError) as exc:
             with contextlib.suppress(Exception):  # a client that never connected
                 await admin.close()

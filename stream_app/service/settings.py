@@ -9,7 +9,9 @@ one: entries you give replace or add models, the rest stay.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self, cast
@@ -53,6 +55,77 @@ PRODUCER_MAX_REQUEST_BYTES: Final = 4 * ONE_MIB
 """The worker's producer request limit; every message it sends is far below it."""
 MESSAGE_OVERHEAD_BYTES: Final = 8 * 1024
 """What a state or an aggregate takes besides its runs: names, statistics, pass@k."""
+
+
+BROKER_URL_FORM: Final = "kafka://HOST:PORT[,HOST:PORT...]"
+"""What `broker_url` takes, as error messages say it."""
+_SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_HOST_NAME: Final = re.compile(r"^[A-Za-z0-9._%-]+$")
+
+
+def _is_ipv6(address: str) -> bool:
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return True
+
+
+def _bootstrap_server(entry: str) -> str:
+    """`host:port` of one entry of a broker URL; a ValueError, saying why, if it is not one."""
+    server = entry.strip()
+    if not server:
+        raise ValueError("an empty entry")
+    scheme = _SCHEME.match(server)
+    if scheme:
+        if scheme.group(1).lower() != "kafka":
+            raise ValueError(f"the scheme {scheme.group(1)}:// is not supported, only kafka://")
+        server = server[scheme.end() :]
+    server = server.rstrip("/")
+    if server.startswith("["):  # [IPv6]:port
+        address, bracket, rest = server[1:].partition("]")
+        if not bracket:
+            raise ValueError(f"{entry.strip()!r} has no closing bracket")
+        if not _is_ipv6(address):
+            raise ValueError(f"{address!r} in brackets is not an IPv6 address")
+        if not rest:
+            raise ValueError(f"{entry.strip()!r} has no port")
+        if not rest.startswith(":"):
+            raise ValueError(f"{rest!r} after the bracket is not :PORT")
+        host, port = server[: len(address) + 2], rest[1:]
+    else:
+        host, colon, port = server.rpartition(":")
+        if not colon:
+            if not server:
+                raise ValueError(f"{entry.strip()!r} has no host")
+            raise ValueError(f"{entry.strip()!r} has no port")
+        if not host:
+            raise ValueError(f"{entry.strip()!r} has no host")
+        if ":" in host and _is_ipv6(host):
+            raise ValueError(f"the IPv6 address {host!r} goes in brackets: [{host}]:{port}")
+        if not _HOST_NAME.match(host):
+            raise ValueError(f"host {host!r} is not a host name or address")
+    if not port:
+        raise ValueError(f"{entry.strip()!r} has no port")
+    if not (port.isascii() and port.isdigit()):
+        raise ValueError(f"port {port!r} is not a number")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"port {int(port)} is outside 1-65535")
+    return f"{host}:{port}"
+
+
+def parse_broker_url(url: str) -> list[str]:
+    """`host:port` of each bootstrap server of `url`: entries separated by `,` or `;`, each
+    `[kafka://]HOST:PORT[/]`, an IPv6 address in brackets. A ValueError, one line naming `url`
+    and what is expected, if it is not such a URL."""
+    try:
+        if not url.strip():
+            raise ValueError("it is empty")
+        return [_bootstrap_server(entry) for entry in url.replace(";", ",").split(",")]
+    except ValueError as exc:
+        raise ValueError(
+            f"{url!r} is not a broker URL: {exc}; expected {BROKER_URL_FORM}"
+        ) from None
 
 
 class TopicNames(BaseModel):
@@ -170,6 +243,13 @@ class Settings(CoreConfig, BaseSettings):
         frozen=True,
     )
 
+    @field_validator("broker_url")
+    @classmethod
+    def _a_broker_url(cls, value: str) -> str:
+        """Refused when loaded, rather than a traceback or endless retries when connecting."""
+        parse_broker_url(value)
+        return value
+
     @field_validator("exported_statistics", mode="before")
     @classmethod
     def _all_statistics(cls, value: Any) -> Any:
@@ -220,12 +300,7 @@ class Settings(CoreConfig, BaseSettings):
     @property
     def bootstrap_servers(self) -> list[str]:
         """`host:port` of each bootstrap server."""
-        servers = []
-        for part in self.broker_url.replace(";", ",").split(","):
-            server = part.strip().removeprefix("kafka://").rstrip("/")
-            if server:
-                servers.append(server)
-        return servers
+        return parse_broker_url(self.broker_url)
 
 
 class ConfigError(ValueError):

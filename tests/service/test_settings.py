@@ -129,3 +129,77 @@ def test_an_undecodable_variable_is_one_line_that_names_no_file(
     monkeypatch.setenv("EVALSTREAM_PASS_AT_K", "{bad")
     with pytest.raises(ConfigError, match=r"^invalid configuration: .*pass_at_k"):
         load_settings()
+
+
+BROKER_URL_EXPECTED = "kafka://HOST:PORT[,HOST:PORT...]"
+
+
+@pytest.mark.parametrize(
+    ("url", "servers"),
+    [
+        ("kafka://127.0.0.1:9092", ["127.0.0.1:9092"]),  # the default
+        ("127.0.0.1:1", ["127.0.0.1:1"]),  # bare host:port (the tests' unreachable broker)
+        ("kafka://kafka:9092", ["kafka:9092"]),  # docker-compose.yml
+        ("kafka://b1.example:9093,b2.example:9093", ["b1.example:9093", "b2.example:9093"]),
+        ("kafka://a:9092, b:9093;kafka://c:9094/", ["a:9092", "b:9093", "c:9094"]),
+        ("  kafka://my_kafka-1.local:65535/  ", ["my_kafka-1.local:65535"]),
+        ("KAFKA://a:9092", ["a:9092"]),  # a scheme is case-insensitive
+        ("kafka://[::1]:9092", ["[::1]:9092"]),
+        ("[fe80::1%eth0]:9092,kafka://10.0.0.1:9092", ["[fe80::1%eth0]:9092", "10.0.0.1:9092"]),
+    ],
+)
+def test_a_valid_broker_url(url: str, servers: list[str]) -> None:
+    settings = load_settings(broker_url=url)
+    assert settings.broker_url == url
+    assert settings.bootstrap_servers == servers
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("kafka://", "no host"),
+        ("kafka:///", "no host"),
+        ("kafka://:9092", "no host"),
+        ("kafka://127.0.0.1", "no port"),
+        ("127.0.0.1", "no port"),
+        ("kafka://127.0.0.1:", "no port"),
+        ("kafka://127.0.0.1:notaport", "port 'notaport'"),
+        ("kafka://127.0.0.1:+9092", "port '\\+9092'"),
+        ("kafka://127.0.0.1:99999", "port 99999"),
+        ("kafka://127.0.0.1:0", "port 0"),
+        ("http://127.0.0.1:29092", "http://"),
+        ("kafkas://127.0.0.1:29092", "kafkas://"),
+        ("kafka:127.0.0.1:9092", "host 'kafka:127.0.0.1'"),
+        ("kafka://::1:9092", "brackets"),
+        ("kafka://[::1]", "no port"),
+        ("kafka://[::1]9092", "after"),
+        ("kafka://[not-an-ip]:9092", "not-an-ip"),
+        ("kafka://127.0.0.1:9092/topic", "port '9092/topic'"),
+        ("kafka://user@127.0.0.1:9092", "host 'user@127.0.0.1'"),
+        ("kafka://a:9092,,b:9092", "empty entry"),
+        ("kafka://a:9092,", "empty entry"),
+        ("kafka://a:9092,kafka://", "no host"),
+    ],
+)
+def test_a_bad_broker_url_is_one_clear_error(url: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason) as info:
+        load_settings(broker_url=url)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("invalid configuration: broker_url: ")
+    assert repr(url) in message  # names the bad value as given
+    assert BROKER_URL_EXPECTED in message  # and what is expected
+
+
+def test_a_bad_broker_url_from_the_environment_or_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("broker_url: http://file-broker:9092\n")
+    with pytest.raises(ConfigError, match=r"from .*c\.yaml.*'http://file-broker:9092'"):
+        load_settings(cfg)
+    monkeypatch.setenv("EVALSTREAM_BROKER_URL", "kafka://env-broker:notaport")
+    with pytest.raises(ConfigError, match="'kafka://env-broker:notaport'"):
+        load_settings(cfg)
