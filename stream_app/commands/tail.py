@@ -10,6 +10,7 @@ every partition (new records only); `--from-beginning` reads what the topic hold
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import math
@@ -46,7 +47,7 @@ MODELS: Final[dict[Kind, type[BaseModel]]] = {
 DETAIL_CHARS: Final = 160
 PREVIEW_BYTES: Final = 80
 BROKER_TRIES: Final = 5
-TOPIC_POLL_S: Final = 1.0
+TOPIC_POLL_S: Final = 0.5
 
 
 class TailError(Exception):
@@ -183,9 +184,26 @@ def _origin(letter: DeadLetter) -> str:
     return "unknown"
 
 
+def _bytes_literal(raw: bytes) -> str:
+    r"""`raw` quoted as one line, its UTF-8 text as it is and everything else escaped once: a byte
+    that is not UTF-8 as `\xff`, a control character as `\n`, `\x00` or `\u2028`, and the quote
+    and the backslash with a backslash."""
+    parts = []
+    for ch in raw.decode("utf-8", "surrogateescape"):
+        if "\udc80" <= ch <= "\udcff":  # a byte surrogateescape could not decode
+            parts.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch in "'\\":
+            parts.append("\\" + ch)
+        elif ch.isprintable():
+            parts.append(ch)
+        else:
+            parts.append(repr(ch)[1:-1])
+    return "'" + "".join(parts) + "'"
+
+
 def _dead_letter(letter: DeadLetter) -> str:
     raw = letter.original_bytes()
-    preview = repr(raw[:PREVIEW_BYTES].decode("utf-8", "backslashreplace"))
+    preview = _bytes_literal(raw[:PREVIEW_BYTES])
     more = "…" if letter.payload_size > PREVIEW_BYTES else ""
     return (
         f"{letter.reason}  {_detail(letter.detail)}  from {_origin(letter)}  "
@@ -212,31 +230,61 @@ def format_record(kind: Kind, record: KafkaRecord) -> str:
     except ValidationError as exc:
         why = _cut(_one_line(str(exc.errors()[0].get("msg", exc))), DETAIL_CHARS)
         return f"[{record.partition}]@{record.offset} not a {model.__name__}: {why}"
-    return FORMATS[kind](value)
+    try:
+        return FORMATS[kind](value)
+    except ValueError as exc:  # a valid dead letter whose base64 payload does not decode
+        why = _cut(_one_line(str(exc)), DETAIL_CHARS)
+        return f"[{record.partition}]@{record.offset} unreadable {model.__name__}: {why}"
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(f"{number} is out of range of a double")
+    return value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    r"""`doc` as one strict JSON line, text as it is.
+
+    Raises:
+        ValueError: `doc` holds a NaN or an infinity, or a lone surrogate (a JSON string can
+            escape one, `"\ud800"`), which UTF-8 cannot write and jq rejects as an escape.
+    """
+    line = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    line.encode("utf-8")
+    return line
 
 
 def json_line(record: KafkaRecord) -> str:
-    """A record as one JSON object: where it is, its key, and its value (parsed JSON; null for
-    a tombstone; the text when it is not JSON)."""
-    value: Any = None
-    if record.value is not None:
-        try:
-            value = json.loads(record.value)
-        except ValueError:
-            value = record.value.decode("utf-8", "replace")
+    """A record as one JSON line: where it is, its key, and its value. `value` is the record's
+    JSON (null for a tombstone); a value that is not JSON is `value_text` when it is UTF-8 text
+    and `value_base64` otherwise, so a text record never looks like a JSON string. Not JSON here
+    means what would not print as strict JSON: NaN, Infinity, a number beyond a double (`1e999`),
+    a string with a lone surrogate, or nesting too deep to parse."""
     key = record.key.decode("utf-8", "replace") if record.key is not None else None
-    return json.dumps(
-        {
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "timestamp": record.timestamp,
-            "key": key,
-            "value": value,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    head: dict[str, Any] = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": key,
+    }
+    if record.value is None:
+        return _dumps({**head, "value": None})
+    try:
+        text = record.value.decode("utf-8")
+    except UnicodeDecodeError:
+        return _dumps({**head, "value_base64": base64.b64encode(record.value).decode("ascii")})
+    try:
+        value = json.loads(text, parse_float=_finite, parse_constant=_not_json)
+        return _dumps({**head, "value": value})
+    except (ValueError, RecursionError):
+        return _dumps({**head, "value_text": text})
 
 
 async def _read(
@@ -252,6 +300,7 @@ async def _read(
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     await wait_for_broker(settings, max_attempts=BROKER_TRIES)
+    partitions, created_later = await _wait_for_topic(settings, target.topic, progress, note)
     consumer = AIOKafkaConsumer(
         **client_kwargs(settings),
         group_id=None,  # no group: no commits, no rebalance of anyone's partitions
@@ -260,15 +309,8 @@ async def _read(
     )
     await consumer.start()
     try:
-        progress.connected = True
-        from_beginning = options.from_beginning
-        partitions = await _partitions(consumer, target.topic)
-        if not partitions:
-            print(f"tail: {target.topic} does not exist yet; waiting for it", file=note)
-            while not partitions:
-                await asyncio.sleep(TOPIC_POLL_S)
-                partitions = await _partitions(consumer, target.topic)
-            from_beginning = True  # every record of a topic made after we started is new
+        # Every record of a topic made after we started is new: read it from its start.
+        from_beginning = options.from_beginning or created_later
         tps = [TopicPartition(target.topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         if from_beginning:
@@ -297,10 +339,43 @@ async def _read(
         await consumer.stop()
 
 
-async def _partitions(consumer: Any, topic: str) -> set[int]:
-    await consumer.topics()  # refreshes the metadata
-    found: set[int] | None = consumer.partitions_for_topic(topic)
-    return found or set()
+async def _wait_for_topic(
+    settings: Settings, topic: str, progress: TailProgress, note: TextIO
+) -> tuple[set[int], bool]:
+    """The partitions of `topic`, once it exists, and whether it had to be waited for.
+
+    Not from the consumer: its `topics()` asks the broker but returns only the names, in a fresh
+    metadata object it drops, and `partitions_for_topic()` reads the consumer's own metadata,
+    which aiokafka refreshes every five minutes (`metadata_max_age_ms`); only the private
+    `_client.force_metadata_update()` refreshes it sooner. The admin client's public
+    `describe_topics()` asks the broker on each call. Called with no names it asks for every
+    topic, never for this one by name: a broker that auto-creates topics would create a topic
+    that a Metadata request names, and `tail` must not create topics."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**client_kwargs(settings))
+    await admin.start()
+    try:
+        progress.connected = True
+        partitions = await _partitions(admin, topic)
+        if partitions:
+            return partitions, False
+        print(f"tail: {topic} does not exist yet; waiting for it", file=note, flush=True)
+        while not partitions:
+            await asyncio.sleep(TOPIC_POLL_S)
+            partitions = await _partitions(admin, topic)
+        return partitions, True
+    finally:
+        await admin.close()
+
+
+async def _partitions(admin: Any, topic: str) -> set[int]:
+    """The partitions the broker lists for `topic` now; none while it does not exist (or has no
+    leader yet, just after its creation)."""
+    for found in await admin.describe_topics():  # every topic: see _wait_for_topic
+        if found["topic"] == topic and found["error_code"] == 0:
+            return {int(p["partition"]) for p in found["partitions"]}
+    return set()
 
 
 async def tail(

@@ -3,17 +3,22 @@ readable line, or a JSON line), without a broker."""
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import encode, make_event
 from schemas.dead_letter import MessageOrigin
 from schemas.grade_change import GradeChange
 from stream_app.commands import cli
-from stream_app.commands.tail import TailError, format_record, json_line, resolve_topic
+from stream_app.commands.tail import MODELS, TailError, format_record, json_line, resolve_topic
 from stream_app.core.ingest import evaluate_run, make_dead_letter
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
@@ -183,3 +188,100 @@ def test_cli_unreachable_broker_is_one_line_within_the_timeout(
     assert cli.main(["tail", "dlq", "--broker", closed, "--timeout", "1"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == f"stream-app tail: error: broker {closed} not reached within 1 s"
+
+
+def test_dead_letter_bytes_are_escaped_once() -> None:
+    raw = b"\xff\xfe\x00binary \\ 'q' \"dq\" \xc3\xa9\xe2\x80\xa8"
+    line = format_record("dead_letter", Record("run-completed.dlq", dead_letter(raw)))
+    assert "bytes: '\\xff\\xfe\\x00binary \\\\ \\'q\\' \"dq\" é\\u2028' (" in line
+
+
+def test_a_dead_letter_whose_payload_does_not_decode_is_said_not_fatal() -> None:
+    letter = json.loads(dead_letter(b"\xff not utf-8"))
+    assert letter["payload_encoding"] == "base64"
+    letter["payload"] = "abcde"  # not base64: one character too many
+    odd = format_record("dead_letter", Record("run-completed.dlq", json.dumps(letter).encode()))
+    assert odd.startswith("[0]@0 unreadable DeadLetter: ")
+
+
+def strict_json(line: str) -> dict[str, Any]:
+    """`line` parsed as RFC 8259 JSON, as jq reads it: no NaN or Infinity, nothing beyond a
+    double; and it must be one line that UTF-8 can write."""
+
+    def reject(constant: str) -> Any:
+        raise AssertionError(f"{constant} in {line[:200]!r}")
+
+    def finite(number: str) -> float:
+        assert math.isfinite(float(number)), number
+        return float(number)
+
+    assert "\n" not in line
+    line.encode("utf-8")
+    doc: dict[str, Any] = json.loads(line, parse_constant=reject, parse_float=finite)
+    return doc
+
+
+DEEP = b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        DEEP,
+        b"[" * 100_000,
+        b"1e999",
+        b"-1e999",
+        b"[1, 2e400]",
+        b'{"a": NaN}',
+        b"Infinity",
+        b'{"s": "\\ud800 \\u00e9"}',  # a lone surrogate: jq rejects it
+    ],
+)
+def test_json_line_of_a_value_it_cannot_print_as_json_is_its_text(raw: bytes) -> None:
+    doc = strict_json(json_line(Record("t", raw)))
+    assert doc["value_text"] == raw.decode()
+    assert "value" not in doc
+
+
+def test_pretty_lines_of_deep_or_binary_values_are_said_not_fatal() -> None:
+    for kind in MODELS:
+        for raw in (DEEP, b"\xff\xfe\x00", b"1e999"):
+            assert " not a " in format_record(kind, Record("t", raw))
+
+
+def test_json_line_tells_a_json_string_from_text_and_bytes() -> None:
+    quoted = strict_json(json_line(Record("t", b'"hello"')))
+    text = strict_json(json_line(Record("t", b"hello")))
+    binary = strict_json(json_line(Record("t", b"\xff\xfehello")))
+    tombstone = strict_json(json_line(Record("t", None)))
+    assert (quoted["value"], "value_text" in quoted) == ("hello", False)
+    assert (text["value_text"], "value" in text) == ("hello", False)
+    assert base64.b64decode(binary["value_base64"]) == b"\xff\xfehello"
+    assert {"value", "value_text"}.isdisjoint(binary)
+    assert tombstone["value"] is None
+    assert {k for k in quoted if k.startswith("value")} == {"value"}
+
+
+def test_json_line_keeps_escaped_surrogate_pairs() -> None:
+    doc = strict_json(json_line(Record("t", b'{"s": "\\ud83d\\ude00 \\u00e9"}')))
+    assert doc["value"] == {"s": "\U0001f600 é"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.binary(max_size=200)
+    | st.recursive(
+        st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    ).map(lambda v: json.dumps(v).encode())
+)
+def test_json_line_is_strict_json_for_any_bytes(raw: bytes) -> None:
+    doc = strict_json(json_line(Record("t", raw, b"\xffk", 2, 9)))
+    assert (doc["partition"], doc["offset"], doc["key"]) == (2, 9, "\ufffdk")
+    [field] = [k for k in doc if k.startswith("value")]
+    if field == "value":
+        assert doc["value"] == json.loads(raw)
+    elif field == "value_text":
+        assert doc["value_text"].encode() == raw
+    else:
+        assert base64.b64decode(doc["value_base64"]) == raw

@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,10 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE
+from schemas.grade_change import GradeChange
 from stream_app.commands.broker import EmbeddedBroker
 from stream_app.core.replay import replay_lines
-from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -150,3 +153,59 @@ def test_timeout_before_max_is_exit_status_1(
     assert waiting.wait(30) == 1
     assert waiting.lines() == []
     assert "0 of 1 records within 3 s" in waiting.notes()
+
+
+async def create_and_produce(settings: Settings, topic: str, value: bytes) -> None:
+    """Create `topic` (all its partitions), then write one record to its last partition."""
+    from aiokafka import AIOKafkaProducer
+
+    await ensure_topics(settings, [topic])
+    producer = AIOKafkaProducer(**client_kwargs(settings))
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=b"exp/T5", partition=settings.partitions - 1)
+    finally:
+        await producer.stop()
+
+
+def test_a_topic_created_after_tail_started_is_read_from_its_start_at_once(
+    tmp_path: Path, broker: EmbeddedBroker
+) -> None:
+    settings = settings_for(broker)
+    change = GradeChange(
+        experiment_id="exp",
+        tier="T5",
+        previous_grade="B",
+        grade="D",
+        direction="drop",
+        composite_median=0.6123,
+        at=datetime(2026, 1, 5, 9, 0, tzinfo=UTC),
+        run_id="exp/T5/07/run_02",
+    )
+    waiting = Tail(tmp_path, broker, "grades", "--max", "1", "--timeout", "30")
+    wait_until(lambda: "does not exist yet" in waiting.notes(), timeout=30, what="tail to wait")
+
+    value = change.model_dump_json().encode()
+    asyncio.run(create_and_produce(settings, settings.topics.grade_changes, value))
+    created = time.monotonic()
+    assert waiting.wait(40) == 0, waiting.notes()
+    # Found at the next look (every half second), not at aiokafka's metadata refresh (5 min).
+    assert time.monotonic() - created < 10, waiting.notes()
+    assert waiting.lines() == [
+        "exp/T5  B→D  drop  median composite 0.612  run exp/T5/07/run_02  "
+        "at 2026-01-05T09:00:00+00:00"
+    ]
+    assert "grade-changes from the beginning" in waiting.notes()
+    # tail created no topic while it waited: the broker holds only the one made above.
+    assert asyncio.run(topic_names(settings)) == [settings.topics.grade_changes]
+
+
+async def topic_names(settings: Settings) -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**client_kwargs(settings))
+    await admin.start()
+    try:
+        return sorted(await admin.list_topics())
+    finally:
+        await admin.close()
