@@ -48,6 +48,8 @@ EXIT_USAGE: Final = 2
 READY_TIMEOUT_S: Final = 60.0
 LOG_TAIL_LINES: Final = 12
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RUNBOOK_LABEL: Final = "runbook_base_url"
+"""The external label the alerts' runbook links start with (prometheus/rules)."""
 
 
 def repository_root() -> Path:
@@ -169,7 +171,7 @@ def prometheus_config(config: ObserveConfig) -> dict[str, Any]:
         "global": {
             "scrape_interval": config.scrape_interval,
             "evaluation_interval": config.evaluation_interval,
-            "external_labels": {"runbook_base_url": config.runbooks},
+            "external_labels": {RUNBOOK_LABEL: config.runbooks},
         },
         "rule_files": config.rule_files(),
         "alerting": {
@@ -327,11 +329,15 @@ def _field(name: str, value: object, keep_newlines: bool = False) -> list[str]:
     return [f"  {printable(name):<{FIELD_WIDTH}} {first}", *(pad + line for line in rest)]
 
 
+UNSHOWN_LABELS: Final = frozenset({"alertname", RUNBOOK_LABEL})
+"""Labels not printed as such: the name heads the block, and the runbook base is in the link."""
+
+
 def _label_order(labels: Mapping[str, Any]) -> list[str]:
-    """The alert's labels but its name: experiment, tier and severity first (what a tier alert
-    is about), then the others (EvalStreamDown's instance, EvalEventsRejected's reason)."""
+    """The alert's labels to print: experiment, tier and severity first (what a tier alert is
+    about), then the others (EvalStreamDown's instance, EvalEventsRejected's reason)."""
     first = [name for name in ("experiment", "tier", "severity") if name in labels]
-    return first + sorted(set(labels) - {"alertname", *first}, key=str)
+    return first + sorted(set(labels) - UNSHOWN_LABELS - set(first), key=str)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

@@ -199,6 +199,9 @@ def test_an_alert_shows_its_own_labels_and_dashes_for_missing_annotations() -> N
     assert ["summary", "-"] in [line.split() for line in lines]
     down = notification(labels={"alertname": "EvalStreamDown", "instance": "127.0.0.1:6066"})
     assert "  instance     127.0.0.1:6066" in format_notification(down).splitlines()
+    # Prometheus adds its external labels to every alert: the runbook base is in the link.
+    based = notification(labels={"alertname": "TierGradeDropped", "runbook_base_url": "x"})
+    assert "runbook_base_url" not in format_notification(based)
 
 
 def post(url: str, body: bytes) -> int:
