@@ -29,15 +29,13 @@ from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
 from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
 from stream_app.commands.live_table import LiveState, render
+from stream_app.commands.processes import stop_signals
 from stream_app.commands.producer import produce
 from stream_app.commands.synthetic import scenario_drop, synthetic_lines
 from stream_app.commands.watch import Watcher, WatchError, WatchOptions
 from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""Ctrl-C, `kill`, and a closed terminal: each stops the demo and what it started."""
 
 
 class DemoError(Exception):
@@ -232,18 +230,19 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
     removed on every way out unless `keep_workdir`."""
     # SIGTERM and SIGHUP as Ctrl-C until the event loop takes them over, so that they too clean
     # up (the broker and the worker run in sessions of their own: nothing else stops them).
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
+    stopping = stop_signals()
+    for sig in set(stopping) - {signal.SIGINT}:  # SIGINT already raises KeyboardInterrupt
+        signal.signal(sig, _interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
     try:
-        _run_in(settings, options, workdir)
+        _run_in(settings, options, workdir, stopping)
     finally:
         if options.keep_workdir:
             print(f"demo files (logs, the worker's data) kept in {workdir}", flush=True)
         else:
             # Everything is stopped by now; a second Ctrl-C must not leave the directory half
             # removed.
-            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stopping}
             shutil.rmtree(workdir, ignore_errors=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -255,7 +254,9 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _run_in(settings: Settings, options: DemoOptions, workdir: Path) -> None:
+def _run_in(
+    settings: Settings, options: DemoOptions, workdir: Path, stopping: tuple[signal.Signals, ...]
+) -> None:
     """The demo with its files in `workdir`; stops everything it started, whatever happens."""
     configured = "broker_url" in settings.model_fields_set
     broker: EmbeddedBroker | None = None
@@ -288,7 +289,7 @@ def _run_in(settings: Settings, options: DemoOptions, workdir: Path) -> None:
         )
         loop = asyncio.new_event_loop()
         main = loop.create_task(_run(settings, options, worker, note, workdir))
-        for sig in STOP_SIGNALS:
+        for sig in stopping:
             loop.add_signal_handler(sig, main.cancel)
         loop.run_until_complete(main)
     except (asyncio.CancelledError, KeyboardInterrupt):

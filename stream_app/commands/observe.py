@@ -38,7 +38,7 @@ from typing import IO, Any, Final, Self, TextIO
 import yaml
 
 from stream_app.commands.broker import port_open
-from stream_app.commands.processes import stop_process
+from stream_app.commands.processes import stop_process, stop_signals
 from stream_app.service.settings import ConfigError, load_settings
 
 LOOPBACK: Final = "127.0.0.1"
@@ -47,7 +47,6 @@ EXIT_CHILD_EXITED: Final = 1
 EXIT_USAGE: Final = 2
 READY_TIMEOUT_S: Final = 60.0
 LOG_TAIL_LINES: Final = 12
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RUNBOOK_LABEL: Final = "runbook_base_url"
 """The external label the alerts' runbook links start with (prometheus/rules)."""
 
@@ -704,7 +703,7 @@ def run_observe(config: ObserveConfig, raw_json: bool = False) -> int:
 
     # SIGHUP too: a closed terminal must not leave Prometheus and Alertmanager (each in a
     # session of its own) running on their ports.
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, on_signal) for sig in stop_signals()}
     stack = ObserveStack(config, raw_json=raw_json, stop_event=stop)
     try:
         stack.start()

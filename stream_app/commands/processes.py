@@ -10,6 +10,14 @@ import signal
 import subprocess
 
 
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """What stops a command that started children: Ctrl-C, `kill`, and a closed terminal
+    (SIGHUP), unless SIGHUP is ignored (`nohup`): then the command outlives its terminal, as
+    asked. Read when the command starts, before it installs its own handlers."""
+    hangup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
+
+
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
     """Stop `process` and return its exit status (negative: the signal that ended it)."""
     if process.poll() is None:
