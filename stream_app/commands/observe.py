@@ -39,6 +39,7 @@ import yaml
 
 from stream_app.commands.broker import port_open
 from stream_app.commands.processes import stop_process, stop_signals
+from stream_app.commands.terminal_text import printable
 from stream_app.service.settings import ConfigError, load_settings
 
 LOOPBACK: Final = "127.0.0.1"
@@ -307,25 +308,18 @@ def find_tools(tools_dir: Path | None = None) -> Tools:
 FIELD_WIDTH: Final = 12
 
 
-def printable(value: object, keep_newlines: bool = False) -> str:
-    """`value` as text that cannot drive a terminal: every character that is not printable (an
-    escape sequence, a carriage return, a bidi override) written as its Python escape. Labels
-    carry what producers sent (an experiment id is any 1-200 characters). Annotations may keep
-    their newlines."""
+def _text(value: object, keep_newlines: bool = False) -> str:
+    """A JSON value of a notification as text safe on a terminal: labels carry what producers
+    sent (an experiment id is any 1-200 characters); annotations may keep their newlines."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return "".join(
-        ch
-        if ch.isprintable() or (keep_newlines and ch == "\n")
-        else ch.encode("unicode_escape").decode("ascii")
-        for ch in text
-    )
+    return printable(text, keep_newlines)
 
 
 def _field(name: str, value: object, keep_newlines: bool = False) -> list[str]:
-    text = printable(value, keep_newlines) if value not in (None, "") else "-"
+    text = _text(value, keep_newlines) if value not in (None, "") else "-"
     first, *rest = text.splitlines() or ["-"]
     pad = " " * (FIELD_WIDTH + 3)
-    return [f"  {printable(name):<{FIELD_WIDTH}} {first}", *(pad + line for line in rest)]
+    return [f"  {_text(name):<{FIELD_WIDTH}} {first}", *(pad + line for line in rest)]
 
 
 UNSHOWN_LABELS: Final = frozenset({"alertname", RUNBOOK_LABEL})
@@ -349,9 +343,9 @@ def format_notification(payload: Mapping[str, Any], received: datetime | None = 
     Whatever the JSON holds, it prints (what it cannot read, as a dash or as JSON)."""
     alerts = payload.get("alerts")
     alerts = alerts if isinstance(alerts, list) else []
-    status = printable(payload.get("status", "?"))
+    status = _text(payload.get("status", "?"))
     group = ", ".join(
-        f'{printable(k)}="{printable(v)}"' for k, v in _mapping(payload.get("groupLabels")).items()
+        f'{_text(k)}="{_text(v)}"' for k, v in _mapping(payload.get("groupLabels")).items()
     )
     when = (received or datetime.now()).strftime("%H:%M:%S")
     count = f"{len(alerts)} alert" + ("" if len(alerts) == 1 else "s")
@@ -362,8 +356,8 @@ def format_notification(payload: Mapping[str, Any], received: datetime | None = 
         alert = _mapping(item)
         labels = _mapping(alert.get("labels"))
         notes = _mapping(alert.get("annotations"))
-        state = printable(alert.get("status", status))
-        lines.append(f"{state.upper()}  {printable(labels.get('alertname', '-'))}")
+        state = _text(alert.get("status", status))
+        lines.append(f"{state.upper()}  {_text(labels.get('alertname', '-'))}")
         for name in _label_order(labels):
             lines += _field(name, labels[name])
         for name in ("summary", "description", "runbook_url"):

@@ -25,6 +25,7 @@ from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
+from stream_app.commands.terminal_text import printable
 from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
 
@@ -113,25 +114,18 @@ def resolve_topic(settings: Settings, name: str) -> TailTopic:
     return TailTopic(getattr(topics, kind), kind)
 
 
-def _one_line(text: str) -> str:
-    """`text` without line breaks or terminal escapes: control characters written as escapes."""
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
-
-
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _key(record: KafkaRecord) -> str:
-    return _one_line(record.key.decode("utf-8", "replace")) if record.key is not None else "-"
+    return printable(record.key.decode("utf-8", "replace")) if record.key is not None else "-"
 
 
 def _aggregate(agg: TierAggregate) -> str:
     filling = " (filling)" if agg.runs < agg.capacity else ""
     return (
-        f"{_one_line(agg.experiment_id)}/{agg.tier}  grade {agg.grade}  "
+        f"{printable(agg.experiment_id)}/{agg.tier}  grade {agg.grade}  "
         f"median composite {agg.composite_score.median:.3f}  "
         f"window {agg.runs}/{agg.capacity}{filling}"
     )
@@ -139,9 +133,9 @@ def _aggregate(agg: TierAggregate) -> str:
 
 def _grade_change(change: GradeChange) -> str:
     return (
-        f"{_one_line(change.experiment_id)}/{change.tier}  "
+        f"{printable(change.experiment_id)}/{change.tier}  "
         f"{change.previous_grade}→{change.grade}  {change.direction}  "
-        f"median composite {change.composite_median:.3f}  run {_one_line(change.run_id)}  "
+        f"median composite {change.composite_median:.3f}  run {printable(change.run_id)}  "
         f"at {change.at.isoformat()}"
     )
 
@@ -155,7 +149,7 @@ def _uplift(value: float | None) -> str:
 
 
 def _report(report: CrossTierReport) -> str:
-    head = f"{_one_line(report.experiment_id)}  uplift over {report.baseline_tier}:"
+    head = f"{printable(report.experiment_id)}  uplift over {report.baseline_tier}:"
     if not report.tier_uplift:
         return f"{head} none yet (no {report.baseline_tier} aggregate)"
     parts = [f"{tier} {_uplift(value)}" for tier, value in report.tier_uplift.items()]
@@ -172,15 +166,15 @@ def _detail(detail: Any) -> str:
         )
     else:
         text = json.dumps(detail, ensure_ascii=False, separators=(",", ":"))
-    return _cut(_one_line(text), DETAIL_CHARS)
+    return _cut(printable(text), DETAIL_CHARS)
 
 
 def _origin(letter: DeadLetter) -> str:
     origin = letter.origin
     if origin.topic is not None:
-        return f"{_one_line(origin.topic)}[{origin.partition}]@{origin.offset}"
+        return f"{printable(origin.topic)}[{origin.partition}]@{origin.offset}"
     if origin.file is not None:
-        return f"{_one_line(origin.file)}:{origin.line}"
+        return f"{printable(origin.file)}:{origin.line}"
     return "unknown"
 
 
@@ -228,12 +222,12 @@ def format_record(kind: Kind, record: KafkaRecord) -> str:
     try:
         value = model.model_validate_json(record.value)
     except ValidationError as exc:
-        why = _cut(_one_line(str(exc.errors()[0].get("msg", exc))), DETAIL_CHARS)
+        why = _cut(printable(str(exc.errors()[0].get("msg", exc))), DETAIL_CHARS)
         return f"[{record.partition}]@{record.offset} not a {model.__name__}: {why}"
     try:
         return FORMATS[kind](value)
     except ValueError as exc:  # a valid dead letter whose base64 payload does not decode
-        why = _cut(_one_line(str(exc)), DETAIL_CHARS)
+        why = _cut(printable(str(exc)), DETAIL_CHARS)
         return f"[{record.partition}]@{record.offset} unreadable {model.__name__}: {why}"
 
 
