@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from schemas.common import OUTPUT_MODEL_CONFIG, ExtendedFloat, Grade
+from schemas.common import OUTPUT_MODEL_CONFIG, DropDetector, ExtendedFloat, Grade
 
 
 class Statistics(BaseModel):
@@ -24,23 +24,57 @@ class Statistics(BaseModel):
     count: int
 
 
-class GradeDropSignal(BaseModel):
-    """Whether the tier's grade has dropped for more than window noise (see the README's
-    alerting section): the best grade of its recent full windows against its own usual level."""
+class ConfidenceInterval(BaseModel):
+    """[low, high] of an estimate; see the field that holds it for its kind and level."""
 
     model_config = OUTPUT_MODEL_CONFIG
 
-    sustained_grade: Grade | None = Field(
-        description="Best grade of the full windows after each of the last grade_drop_runs "
-        "runs; null until the tier has had that many full windows."
+    low: float
+    high: float
+
+
+class CumulativeStats(BaseModel):
+    """Every accepted run of the tier since its first (or since it came back after retiring),
+    not only the window's: what the cross-tier differences compare."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    runs: int
+    passes: int
+    pass_rate: float = Field(description="passes / runs.")
+    pass_rate_interval: ConfidenceInterval = Field(
+        description="Anytime-valid confidence sequence of the pass rate at interval_confidence "
+        "(Robbins' beta-binomial mixture): it holds whenever it is read, however often."
     )
-    level_points: float | None = Field(
-        description="The tier's usual grade in points (A=4 B=3 C=2 D=1 F=0): an exponentially "
-        "weighted mean over its older full windows; null until one has aged into it."
+    composite_mean: float = Field(description="Mean composite score of the runs.")
+    composite_interval: ConfidenceInterval = Field(
+        description="Anytime-valid confidence sequence of the mean composite score, as for "
+        "the pass rate."
     )
+
+
+class DropStatus(BaseModel):
+    """The tier's sequential drop detectors (what TierDropped pages on); see docs/statistics.md."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
     dropped: bool = Field(
-        description="The sustained grade fell grade_drop_steps letters below the level and "
-        "has not come back within one letter less."
+        description="A detector paged and the runs since have not come back to the reference."
+    )
+    monitoring: bool = Field(
+        description="The warm-up is over (drop_warmup_runs reference runs): the detectors run."
+    )
+    reference_runs: int = Field(description="Runs the reference learned from.")
+    pass_rate_reference: float = Field(
+        description="The pass rate a fall is measured from: the Wilson lower bound of the "
+        "reference runs' pass rate at drop_reference_z."
+    )
+    score_reference: float = Field(
+        description="The mean judge score a fall is measured from, a lower bound likewise."
+    )
+    evidence: dict[DropDetector, float] = Field(
+        description="Each detector's evidence of a fall as a fraction of its threshold, on a log "
+        "scale: log(1 + R) / log(1 + threshold); 1 pages."
     )
 
 
@@ -73,7 +107,10 @@ class TierAggregate(BaseModel):
     pass_at_k: dict[str, float] = Field(
         description="Unbiased pass@k over the window; keys only for k <= runs."
     )
-    grade_drop: GradeDropSignal = Field(
-        default=GradeDropSignal(sustained_grade=None, level_points=None, dropped=False),
-        description="The noise-robust grade-drop signal that TierGradeDropped pages on.",
+    pass_rate_interval: ConfidenceInterval = Field(
+        description="Fixed-sample Wilson score interval of the window's pass rate at "
+        "interval_confidence (the window is the last `capacity` runs: a sliding sample, read "
+        "as a snapshot, not accumulated as evidence)."
     )
+    cumulative: CumulativeStats
+    drop: DropStatus

@@ -15,6 +15,9 @@ TierName = Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
 
 Grade = Literal["A", "B", "C", "D", "F"]
 
+DropDetector = Literal["pass_rate", "score"]
+"""The sequential drop detectors of a tier: its runs' pass or fail, and their judge scores."""
+
 RejectReason = Literal[
     "invalid_json", "schema", "unknown_model", "too_large", "processing_error", "state_error"
 ]

@@ -7,6 +7,17 @@ from pydantic import BaseModel, Field
 from schemas.common import OUTPUT_MODEL_CONFIG, ExtendedFloat
 
 
+class Difference(BaseModel):
+    """A tier's mean minus the baseline's, on every run each has had, with its interval."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    estimate: float
+    low: float
+    high: float
+    significant: bool = Field(description="The interval excludes 0.")
+
+
 class CrossTierReport(BaseModel):
     """Computed over the current aggregates of every tier of one experiment."""
 
@@ -29,3 +40,16 @@ class CrossTierReport(BaseModel):
     )
     cost_variance: float = Field(description="Population variance of the tiers' median costs.")
     cost_delta: float = Field(description="Max minus min of the tiers' median costs (USD).")
+    pass_rate_difference: dict[str, Difference] = Field(
+        description="Cumulative pass rate of every non-baseline tier minus the baseline's, with "
+        "an anytime-valid confidence sequence; all of an experiment's intervals hold at once "
+        "with probability difference_confidence (see docs/statistics.md). Empty while the "
+        "baseline has no run."
+    )
+    composite_difference: dict[str, Difference] = Field(
+        description="The same for the mean composite score."
+    )
+    difference_confidence: float = Field(
+        description="Simultaneous level of the experiment's differences: each interval is at "
+        "1 - (1 - difference_confidence) / m for its m non-baseline tiers (Bonferroni)."
+    )

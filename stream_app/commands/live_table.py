@@ -42,12 +42,15 @@ class LiveState:
 
 
 def _grade_cell(agg: TierAggregate, paint: Callable[[str, str], str]) -> str:
-    """The grade of a full window, with "DROPPED" while the tier's grade-drop signal (what
-    `TierGradeDropped` pages on) is set; a window still filling says so instead, since its grade
-    is of fewer runs than the grade changes and alerts are about."""
+    """The grade of a full window, with "DROPPED" while the tier's drop detectors (what
+    `TierDropped` pages on) say it dropped; a window still filling says so instead, since its
+    grade is of fewer runs than the grade changes are about."""
     if agg.runs < agg.capacity:
-        return paint(f"{f'filling {agg.runs}/{agg.capacity}':<{GRADE_WIDTH}}", DIM)
-    text = f"{agg.grade} DROPPED" if agg.grade_drop.dropped else agg.grade
+        text = f"filling {agg.runs}/{agg.capacity}"
+        if agg.drop.dropped:
+            return paint(f"{text + ' DROPPED':<{GRADE_WIDTH}}", GRADE_COLOURS["F"])
+        return paint(f"{text:<{GRADE_WIDTH}}", DIM)
+    text = f"{agg.grade} DROPPED" if agg.drop.dropped else agg.grade
     return paint(f"{text:<{GRADE_WIDTH}}", GRADE_COLOURS[agg.grade])
 
 

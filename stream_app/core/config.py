@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schemas.common import TierName
 from stream_app.code_quality.code_bleu import DEFAULT_WEIGHTS as DEFAULT_CODE_BLEU_WEIGHTS
-from stream_app.core.grade_drop import DropParameters
+from stream_app.core.drop_detector import DropDesign
 from stream_app.metrics.grades import GradeThresholds
 from stream_app.metrics.pass_at_k import DEFAULT_K_VALUES
 from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, normalize_model_name
@@ -75,33 +75,50 @@ class CoreConfig(BaseModel):
         "the worker counts processing time, replay event time.",
     )
 
-    grade_drop_runs: int = Field(
-        default=30,
-        ge=1,
-        le=1_000,
-        description="A tier's grade drop counts when every full window after each of its last "
-        "this many runs graded low (see core.grade_drop).",
+    drop_false_page_runs: float = Field(
+        default=1_000_000,
+        ge=1_000,
+        le=1e15,
+        description="Expected runs between false pages of one tier, counting both drop "
+        "detectors: a tier whose runs are as good as its reference pages falsely at most once "
+        "per this many runs on average (see core.drop_detector).",
     )
-    grade_level_half_life_runs: float = Field(
-        default=100.0,
-        ge=1,
-        le=1_000_000,
-        description="Half-life, in runs, of the tier's own grade level a drop is measured from "
-        "(at least one run: a shorter one makes the level a copy of the last window).",
+    drop_smallest_fall: float = Field(
+        default=0.2,
+        gt=0,
+        le=0.5,
+        description="The smallest fall worth a page, in pass rate and in mean judge score "
+        "(0.2: 20 points). Falls of 1, 2 and 3 times it are watched; smaller ones page later.",
     )
-    grade_drop_steps: float = Field(
+    drop_warmup_runs: int = Field(
+        default=50,
+        ge=10,
+        le=100_000,
+        description="Runs a tier's reference learns from before its detectors run.",
+    )
+    drop_reference_z: float = Field(
         default=2.0,
-        ge=1,
-        le=3.5,
-        description="Letters below its level the sustained grade must fall to be a drop (at "
-        "most 3.5: a level is a mean, an A tier's is below 4, so 4 would never page).",
+        ge=0.5,
+        le=5,
+        description="How conservatively the reference is learned: its pass rate and mean score "
+        "are lower confidence bounds at this many standard errors.",
+    )
+    interval_confidence: float = Field(
+        default=0.95,
+        ge=0.5,
+        le=0.9999,
+        description="Level of the pass-rate and composite intervals; an experiment's "
+        "differences against the baseline hold at this level all together.",
     )
 
     @cached_property
-    def grade_drop(self) -> DropParameters:
-        """The grade-drop detector's parameters."""
-        return DropParameters(
-            self.grade_drop_runs, self.grade_level_half_life_runs, self.grade_drop_steps
+    def drop_design(self) -> DropDesign:
+        """The drop detectors' design."""
+        return DropDesign(
+            self.drop_false_page_runs,
+            self.drop_smallest_fall,
+            self.drop_warmup_runs,
+            self.drop_reference_z,
         )
 
     @cached_property

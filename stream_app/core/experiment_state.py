@@ -1,25 +1,35 @@
-"""What the cross-tier stage keeps of one experiment: each tier's medians, the only part of a tier's
-aggregate that the cross-tier metrics read. Pure; the worker stores it in a table, as JSON."""
+"""What the cross-tier stage keeps of one experiment: each tier's medians and cumulative counts,
+the only parts of a tier's aggregate that the cross-tier metrics read. Pure; the worker stores it
+in a table, as JSON."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from schemas.common import tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
-from stream_app.metrics.cross_tier import TierMedians, cross_tier_report_from_medians
+from stream_app.metrics.cross_tier import TierFigures, cross_tier_report_from_figures
 
-ExperimentTiers = dict[str, TierMedians]
-"""Tier name -> that tier's medians."""
+ExperimentTiers = dict[str, TierFigures]
+"""Tier name -> that tier's figures."""
+_MEDIANS: Final = TierFigures._fields[:4]
+_COUNTS: Final = len(TierFigures._fields) - len(_MEDIANS)
 
 
-def medians_of_aggregate(aggregate: Mapping[str, Any]) -> TierMedians:
-    """A tier's medians, read from its `TierAggregate` as JSON (what the windows stage sends)."""
-    return TierMedians(*(float(aggregate[name]["median"]) for name in TierMedians._fields))
+def figures_of_aggregate(aggregate: Mapping[str, Any]) -> TierFigures:
+    """A tier's figures, read from its `TierAggregate` as JSON (what the windows stage sends);
+    an aggregate from before cumulative counts has none."""
+    composite, pass_rate, impl_rate, cost = (float(aggregate[name]["median"]) for name in _MEDIANS)
+    cumulative = aggregate.get("cumulative")
+    if cumulative is None:
+        return TierFigures(composite, pass_rate, impl_rate, cost)
+    runs, passes = int(cumulative["runs"]), int(cumulative["passes"])
+    composite_sum = float(cumulative["composite_mean"]) * runs
+    return TierFigures(composite, pass_rate, impl_rate, cost, runs, passes, composite_sum)
 
 
 def experiment_to_json(tiers: ExperimentTiers) -> bytes:
@@ -38,14 +48,31 @@ def experiment_from_json(raw: bytes) -> ExperimentTiers:
     tiers: ExperimentTiers = {}
     for tier, values in data.items():
         tier_sort_key(tier)  # raises ValueError for a name that is not a tier
-        if not isinstance(values, list) or len(values) != len(TierMedians._fields):
+        sizes = (len(_MEDIANS), len(TierFigures._fields))
+        if not isinstance(values, list) or len(values) not in sizes:
             raise ValueError(
-                f"experiment state of {tier} is not {len(TierMedians._fields)} medians"
+                f"experiment state of {tier} is not {len(_MEDIANS)} medians and maybe "
+                f"{_COUNTS} counts"
             )
-        if not all(_median(v) for v in values):
+        medians, counts = values[: len(_MEDIANS)], values[len(_MEDIANS) :]
+        if not all(_median(v) for v in medians):
             raise ValueError(f"experiment state of {tier} has a value that is not a median")
-        tiers[tier] = TierMedians(*(float(v) for v in values))
+        composite, pass_rate, impl_rate, cost = (float(v) for v in medians)
+        tiers[tier] = TierFigures(composite, pass_rate, impl_rate, cost, *_counts(tier, counts))
     return tiers
+
+
+def _counts(tier: str, counts: list[Any]) -> tuple[int | None, int | None, float | None]:
+    """Stored cumulative counts (none in a state from before they were kept), checked."""
+    if not counts or counts == [None] * _COUNTS:
+        return None, None, None
+    runs, passes, composite = counts
+    integers = all(isinstance(v, int) and not isinstance(v, bool) for v in (runs, passes))
+    if not integers or not 0 <= passes <= runs < 2**53:
+        raise ValueError(f"experiment state of {tier} has bad run counts")
+    if not _median(composite) or composite > runs:
+        raise ValueError(f"experiment state of {tier} has a bad composite sum")
+    return runs, passes, float(composite)
 
 
 def _median(value: Any) -> bool:
@@ -60,16 +87,17 @@ def _median(value: Any) -> bool:
 
 
 def fold_aggregates(
-    aggregates: Sequence[tuple[str, tuple[str, TierMedians | None]]],
+    aggregates: Sequence[tuple[str, tuple[str, TierFigures | None]]],
     load: Callable[[str], ExperimentTiers | None],
     baseline_tier: str,
+    confidence: float = 0.95,
 ) -> FoldedBatch[str, ExperimentTiers, None, CrossTierReport | None]:
-    """A batch of tier aggregates (experiment, (tier, medians)) into their experiments, each
+    """A batch of tier aggregates (experiment, (tier, figures)) into their experiments, each
     changed experiment reported once; an exception costs only the aggregate that raised it.
-    Medians of None remove the tier (it retired); an experiment left with no tier has no
+    Figures of None remove the tier (it retired); an experiment left with no tier has no
     report (None): it retired."""
 
-    def set_tier(tiers: ExperimentTiers, item: tuple[str, TierMedians | None]) -> tuple[bool, None]:
+    def set_tier(tiers: ExperimentTiers, item: tuple[str, TierFigures | None]) -> tuple[bool, None]:
         tier, medians = item
         if medians is not None:
             tiers[tier] = medians
@@ -79,6 +107,6 @@ def fold_aggregates(
     def report(experiment_id: str, tiers: ExperimentTiers) -> CrossTierReport | None:
         if not tiers:
             return None
-        return cross_tier_report_from_medians(experiment_id, tiers, baseline_tier)
+        return cross_tier_report_from_figures(experiment_id, tiers, baseline_tier, confidence)
 
     return KeyedFold(load, lambda _: {}, dict, set_tier, report).run(aggregates)

@@ -146,7 +146,12 @@ class Replay:
         return ReplayReport(
             tiers=tiers,
             cross_tier=[
-                cross_tier_report(exp, by_experiment[exp], self.config.baseline_tier)
+                cross_tier_report(
+                    exp,
+                    by_experiment[exp],
+                    self.config.baseline_tier,
+                    self.config.interval_confidence,
+                )
                 for exp in sorted(by_experiment)
             ],
             rejected=self.rejected,

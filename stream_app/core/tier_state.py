@@ -1,7 +1,7 @@
 """Everything evalstream keeps for one `(experiment_id, tier)`: its window, the grade of its
-last full window (to detect grade changes) and its grade-drop signal (`core.grade_drop`). Pure;
-the worker stores it in a Faust table and replay keeps it in a dict, and both step it with
-`apply`."""
+last full window (to detect grade changes), its counts since its first run (`core.totals`) and its
+drop detectors (`core.drop_detector`). Pure; the worker stores it in a Faust table and replay
+keeps it in a dict, and both step it with `apply`."""
 
 from __future__ import annotations
 
@@ -10,21 +10,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from schemas.aggregates import GradeDropSignal, TierAggregate
-from schemas.common import Grade
+from schemas.aggregates import TierAggregate
+from schemas.common import DropDetector, Grade
 from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
 from stream_app.core.config import CoreConfig
-from stream_app.core.grade_drop import GradeDropState
+from stream_app.core.drop_detector import DropState
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
+from stream_app.core.totals import Totals
 from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
 
-STATE_VERSION: Final = 1
-NO_DROP: Final = GradeDropState()
+STATE_VERSION: Final = 2
+"""Version 2 adds the totals and the drop detectors; a version 1 state (before them) loads with
+totals counted from its window and fresh detectors."""
 MAX_ROW_BYTES: Final = 1400
 """The most one run takes in a stored window or an aggregate: a 200-character run id written
 as JSON (six bytes a character at worst, for control characters) and its numbers."""
@@ -32,20 +34,29 @@ as JSON (six bytes a character at worst, for control characters) and its numbers
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """What one run did to its tier: the outcome, and for an added run the new aggregate and,
-    when the full window's grade moved, the change."""
+    """What one run did to its tier: the outcome, and for an added run the new aggregate, the
+    change when the full window's grade moved, and the detector that paged on it."""
 
     outcome: AddOutcome
     aggregate: TierAggregate | None = None
     grade_change: GradeChange | None = None
+    page: DropDetector | None = None
 
 
 class TierState:
     """One tier's window and the grade of its last full window: what a grade change needs; its
-    grade-drop signal (`drop`, what TierGradeDropped pages on); and when the worker last accepted
-    a run into it (`touched_us`, for retirement)."""
+    totals and drop detectors (`drop`, what TierDropped pages on), stepped by every accepted run;
+    and when the worker last accepted a run into it (`touched_us`, for retirement)."""
 
-    __slots__ = ("drop", "experiment_id", "last_full_grade", "tier", "touched_us", "window")
+    __slots__ = (
+        "drop",
+        "experiment_id",
+        "last_full_grade",
+        "tier",
+        "totals",
+        "touched_us",
+        "window",
+    )
 
     def __init__(
         self,
@@ -55,7 +66,8 @@ class TierState:
         last_full_grade: Grade | None,
         touched_us: int | None = None,
         *,
-        drop: GradeDropState = NO_DROP,
+        totals: Totals | None = None,
+        drop: DropState | None = None,
     ) -> None:
         self.experiment_id = experiment_id
         self.tier = tier
@@ -64,8 +76,10 @@ class TierState:
         self.touched_us = touched_us
         """Processing time (µs since the epoch) of the last accepted run; None: unknown (a
         state stored before it was kept, which counts as touched when it is loaded)."""
-        self.drop = drop
-        """The grade-drop detector's state, stepped by every full window (`core.grade_drop`)."""
+        self.totals = totals or Totals()
+        """Counts of every accepted run since the tier's first."""
+        self.drop = drop or DropState()
+        """The drop detectors' state, stepped by every accepted run (`core.drop_detector`)."""
 
     @classmethod
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:
@@ -89,7 +103,6 @@ class TierState:
     def _after_add(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool) -> Step:
         change = None
         grade = self.last_full_grade
-        drop = self.drop
         if self.window.is_full:
             entries = self.window.entries
             composite_median = median([e.composite_score for e in entries])
@@ -106,15 +119,16 @@ class TierState:
                     at=from_epoch_us(entries[-1].completed_at_us),
                     run_id=entry.run_id,
                 )
-            drop = drop.observe(grade, config.grade_drop)
-        previous_drop, self.drop = self.drop, drop
+        drop, page = self.drop.observe(entry.pass_rate, entry.impl_rate, config.drop_design)
+        before = self.totals, self.drop
+        self.totals, self.drop = self.totals.add(entry), drop
         try:
             aggregate = self.aggregate(config) if with_aggregate else None
         except BaseException:
-            self.drop = previous_drop
+            self.totals, self.drop = before
             raise
         self.last_full_grade = grade  # last: nothing after it can raise
-        return Step(AddOutcome.ADDED, aggregate, change)
+        return Step(AddOutcome.ADDED, aggregate, change, page)
 
     def copy(self) -> TierState:
         """An independent copy, so that a batch can go back to the state before it."""
@@ -124,19 +138,16 @@ class TierState:
             self.window.copy(),
             self.last_full_grade,
             self.touched_us,
+            totals=self.totals,
             drop=self.drop,
         )
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
-        """The aggregate of the current window (it must hold a run)."""
-        params = config.grade_drop
-        level = self.drop.level
-        signal = GradeDropSignal(
-            sustained_grade=self.drop.sustained(params),
-            level_points=None if level is None else round(level, 6),
-            dropped=self.drop.dropped,
+        """The aggregate of the current window (it must hold a run), with the tier's totals and
+        drop status."""
+        return aggregate_window(
+            self.experiment_id, self.tier, self.window, config, totals=self.totals, drop=self.drop
         )
-        return aggregate_window(self.experiment_id, self.tier, self.window, config, signal)
 
     def to_json(self) -> bytes:
         """Serialized for the table's changelog (infinite costs as the `Infinity` literal)."""
@@ -147,8 +158,8 @@ class TierState:
         }
         if self.touched_us is not None:
             state["at"] = self.touched_us
-        if self.drop != NO_DROP:
-            state["drop"] = self.drop.to_state()
+        state["totals"] = self.totals.to_state()
+        state["detect"] = self.drop.to_state()
         return json.dumps(
             state,
             separators=(",", ":"),
@@ -162,10 +173,9 @@ class TierState:
             data: Any = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             raise ValueError(f"tier state is not JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
-            raise ValueError("not a tier state of version 1")
+        if not isinstance(data, dict) or data.get("v") not in (1, STATE_VERSION):
+            raise ValueError("not a tier state of version 1 or 2")
         rows, grade, touched = data.get("window"), data.get("grade"), data.get("at")
-        drop = GradeDropState.from_state(data["drop"]) if "drop" in data else NO_DROP
         if not isinstance(rows, list) or grade not in (None, *GRADES):
             raise ValueError("tier state has no window list or a bad grade")
         if touched is not None and not (_timestamp(touched)):
@@ -174,7 +184,18 @@ class TierState:
             window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
         except OverflowError as exc:  # an integer too large for a float
             raise ValueError(f"tier state row has a value out of range: {exc}") from None
-        return cls(experiment_id, tier, window, grade, touched, drop=drop)
+        if data["v"] == 1:  # before totals and detectors: the window's runs are all we know
+            totals = Totals.of(window.entries)
+            return cls(experiment_id, tier, window, grade, touched, totals=totals)
+        if "totals" not in data or "detect" not in data:
+            raise ValueError("tier state of version 2 has no totals or drop state")
+        totals = Totals.from_state(data["totals"])
+        drop = DropState.from_state(data["detect"])
+        if not len(window) <= totals.runs >= drop.reference.runs:
+            raise ValueError(
+                "tier state has fewer runs in its totals than in its window or its drop reference"
+            )
+        return cls(experiment_id, tier, window, grade, touched, totals=totals, drop=drop)
 
 
 GRADES: Final = ("A", "B", "C", "D", "F")

@@ -1,4 +1,5 @@
-"""Seed 001's cross-tier metrics of one experiment, over its tiers' current aggregates."""
+"""Seed 001's cross-tier metrics of one experiment, over its tiers' current aggregates, and each
+tier's difference from the baseline on every run, with intervals that hold all together."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import NamedTuple
 
 from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
-from schemas.cross_tier import CrossTierReport
+from schemas.cross_tier import CrossTierReport, Difference
+from stream_app.metrics.intervals import difference_sequence
 from stream_app.metrics.statistics import population_variance
 
 
@@ -18,51 +20,110 @@ def tier_uplift(tier_score: float, baseline_score: float) -> float | None:
     return (tier_score - baseline_score) / baseline_score
 
 
-class TierMedians(NamedTuple):
-    """What the cross-tier metrics need of a tier's aggregate."""
+class TierFigures(NamedTuple):
+    """What the cross-tier metrics need of a tier's aggregate: the window's medians, and the
+    cumulative counts (None in an aggregate or a stored state from before they were kept)."""
 
     composite_score: float
     pass_rate: float
     impl_rate: float
     cost_usd: float
+    runs: int | None = None
+    passes: int | None = None
+    composite_sum: float | None = None
 
     @classmethod
-    def of(cls, aggregate: TierAggregate) -> TierMedians:
-        """The medians cross-tier compares, taken from a tier's aggregate."""
+    def of(cls, aggregate: TierAggregate) -> TierFigures:
+        """The figures cross-tier compares, taken from a tier's aggregate."""
+        cumulative = aggregate.cumulative
         return cls(
             aggregate.composite_score.median,
             aggregate.pass_rate.median,
             aggregate.impl_rate.median,
             aggregate.cost_usd.median,
+            cumulative.runs,
+            cumulative.passes,
+            cumulative.composite_mean * cumulative.runs,
         )
 
 
 def cross_tier_report(
-    experiment_id: str, aggregates: Mapping[str, TierAggregate], baseline_tier: str = "T0"
+    experiment_id: str,
+    aggregates: Mapping[str, TierAggregate],
+    baseline_tier: str = "T0",
+    confidence: float = 0.95,
 ) -> CrossTierReport:
-    """Uplift of every tier over the baseline, and the spread of the tiers' medians.
-    `aggregates` maps tier name to that tier's latest aggregate; it must not be empty."""
-    medians = {tier: TierMedians.of(agg) for tier, agg in aggregates.items()}
-    return cross_tier_report_from_medians(experiment_id, medians, baseline_tier)
+    """Uplift of every tier over the baseline, the spread of the tiers' medians, and the
+    differences from the baseline. `aggregates` maps tier name to that tier's latest aggregate;
+    it must not be empty."""
+    figures = {tier: TierFigures.of(agg) for tier, agg in aggregates.items()}
+    return cross_tier_report_from_figures(experiment_id, figures, baseline_tier, confidence)
 
 
-def cross_tier_report_from_medians(
-    experiment_id: str, medians: Mapping[str, TierMedians], baseline_tier: str = "T0"
+def differences(
+    figures: Mapping[str, TierFigures], baseline_tier: str, confidence: float
+) -> tuple[dict[str, Difference], dict[str, Difference]]:
+    """Pass-rate and composite differences of every non-baseline tier with counts from the
+    baseline's. With m such tiers each interval is at 1 - (1 - confidence) / m (Bonferroni), so
+    that all of them hold at once with at least `confidence`, at every moment: a tier that joins
+    widens the others', never narrows them."""
+    baseline = figures.get(baseline_tier)
+    if baseline is None or not baseline.runs:
+        return {}, {}
+    compared = [
+        t for t in sorted(figures, key=tier_sort_key) if t != baseline_tier and figures[t].runs
+    ]
+    each = 1 - (1 - confidence) / max(len(compared), 1)
+    pass_rate: dict[str, Difference] = {}
+    composite: dict[str, Difference] = {}
+    for tier in compared:
+        f = figures[tier]
+        pass_rate[tier] = _difference(f.passes, f.runs, baseline.passes, baseline.runs, each)
+        composite[tier] = _difference(
+            f.composite_sum, f.runs, baseline.composite_sum, baseline.runs, each
+        )
+    return pass_rate, composite
+
+
+def _difference(
+    total: float | None,
+    runs: int | None,
+    base_total: float | None,
+    base_runs: int | None,
+    confidence: float,
+) -> Difference:
+    total, runs = float(total or 0.0), int(runs or 0)
+    base_total, base_runs = float(base_total or 0.0), int(base_runs or 0)
+    interval = difference_sequence(total, runs, base_total, base_runs, confidence)
+    return Difference(
+        estimate=total / runs - base_total / base_runs,
+        low=interval.low,
+        high=interval.high,
+        significant=interval.excludes(0.0),
+    )
+
+
+def cross_tier_report_from_figures(
+    experiment_id: str,
+    figures: Mapping[str, TierFigures],
+    baseline_tier: str = "T0",
+    confidence: float = 0.95,
 ) -> CrossTierReport:
-    """The same report from each tier's medians alone (what the streaming worker keeps)."""
-    if not medians:
+    """The same report from each tier's figures alone (what the streaming worker keeps)."""
+    if not figures:
         raise ValueError(f"experiment {experiment_id!r} has no tier aggregates")
-    tiers = sorted(medians, key=tier_sort_key)
-    ordered = [medians[t] for t in tiers]
+    tiers = sorted(figures, key=tier_sort_key)
+    ordered = [figures[t] for t in tiers]
     uplift: dict[str, float | None] = {}
-    baseline = medians.get(baseline_tier)
+    baseline = figures.get(baseline_tier)
     if baseline is not None:
         uplift = {
-            t: tier_uplift(medians[t].composite_score, baseline.composite_score)
+            t: tier_uplift(figures[t].composite_score, baseline.composite_score)
             for t in tiers
             if t != baseline_tier
         }
     costs = [m.cost_usd for m in ordered]
+    pass_rate, composite = differences(figures, baseline_tier, confidence)
     return CrossTierReport(
         experiment_id=experiment_id,
         baseline_tier=baseline_tier,
@@ -72,4 +133,7 @@ def cross_tier_report_from_medians(
         impl_rate_variance=population_variance([m.impl_rate for m in ordered]),
         cost_variance=population_variance(costs),
         cost_delta=max(costs) - min(costs),
+        pass_rate_difference=pass_rate,
+        composite_difference=composite,
+        difference_confidence=confidence,
     )

@@ -19,7 +19,7 @@ from typing import Any, Final, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily
 
-from schemas.aggregates import GradeDropSignal, Statistics, TierAggregate
+from schemas.aggregates import DropStatus, Statistics, TierAggregate
 from schemas.common import Grade
 from schemas.cross_tier import CrossTierReport
 from stream_app.metrics.grades import grade_points
@@ -64,16 +64,18 @@ TIER_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     ("evalstream_tier_window_capacity", "Capacity of the tier's window"),
     ("evalstream_tier_pass_at_k", "Unbiased pass@k over the window"),
     (
-        "evalstream_tier_grade_sustained_points",
-        "Best grade of the full windows of the tier's last grade_drop_runs runs (A=4 … F=0)",
+        "evalstream_tier_dropped",
+        "1 while a drop detector has paged and the tier's runs are not back at its reference",
     ),
     (
-        "evalstream_tier_grade_level_points",
-        "The tier's usual grade: weighted mean of its older full windows' grade points",
+        "evalstream_tier_drop_evidence_ratio",
+        "A drop detector's evidence as a fraction of its threshold, log scale (1 pages); "
+        "absent while the tier warms up",
     ),
+    ("evalstream_tier_cumulative_runs", "Accepted runs of the tier since its first"),
     (
-        "evalstream_tier_grade_dropped",
-        "1 while the sustained grade is grade_drop_steps letters below the level (pages)",
+        "evalstream_tier_cumulative_pass_rate",
+        "Pass rate over every run of the tier, with its anytime-valid interval (bound)",
     ),
 )
 EXPERIMENT_VALUES: Final = {  # name: (report field, help)
@@ -92,6 +94,11 @@ EXPERIMENT_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     (
         "evalstream_tier_uplift_ratio",
         "(median composite - baseline's) / baseline's; absent when undefined",
+    ),
+    (
+        "evalstream_tier_pass_rate_difference",
+        "Cumulative pass rate minus the baseline's, with its interval (bound); the "
+        "experiment's intervals hold all together, anytime",
     ),
     *((name, doc) for name, (_, doc) in EXPERIMENT_VALUES.items()),
 )
@@ -137,23 +144,38 @@ def tier_lines(
             f'evalstream_tier_pass_at_k{{{labels},k="{label_value(k)}"}} {number(v)}\n'
             for k, v in agg.pass_at_k.items()
         ),
-        *_grade_drop_lines(labels, agg.grade_drop),
+        *_drop_lines(labels, agg.drop),
+        f"evalstream_tier_cumulative_runs{{{labels}}} {number(agg.cumulative.runs)}\n",
+        _bounds(
+            "evalstream_tier_cumulative_pass_rate",
+            labels,
+            agg.cumulative.pass_rate,
+            agg.cumulative.pass_rate_interval.low,
+            agg.cumulative.pass_rate_interval.high,
+        ),
     )
 
 
-def _grade_drop_lines(labels: str, signal: GradeDropSignal) -> tuple[str, str, str]:
-    """The drop signal's three families; the first two absent until the tier has them."""
-    sustained, level = signal.sustained_grade, signal.level_points
-    return (
-        ""
-        if sustained is None
-        else f"evalstream_tier_grade_sustained_points{{{labels}}} "
-        f"{number(grade_points(sustained))}\n",
-        ""
-        if level is None
-        else f"evalstream_tier_grade_level_points{{{labels}}} {number(level)}\n",
-        f"evalstream_tier_grade_dropped{{{labels}}} {number(int(signal.dropped))}\n",
+def _bounds(name: str, labels: str, estimate: float, low: float, high: float) -> str:
+    """An estimate and its interval, as three samples told apart by `bound`."""
+    return "".join(
+        f'{name}{{{labels},bound="{bound}"}} {number(value)}\n'
+        for bound, value in (("estimate", estimate), ("low", low), ("high", high))
     )
+
+
+def _drop_lines(labels: str, drop: DropStatus) -> tuple[str, str]:
+    """The drop detectors' two families; the evidence absent while the tier warms up."""
+    evidence = (
+        "".join(
+            f'evalstream_tier_drop_evidence_ratio{{{labels},detector="{detector}"}} '
+            f"{number(ratio)}\n"
+            for detector, ratio in drop.evidence.items()
+        )
+        if drop.monitoring
+        else ""
+    )
+    return f"evalstream_tier_dropped{{{labels}}} {number(int(drop.dropped))}\n", evidence
 
 
 def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
@@ -165,8 +187,19 @@ def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
         for tier in report.tiers
         if (ratio := report.tier_uplift.get(tier)) is not None and math.isfinite(ratio)
     )
+    difference = "".join(
+        _bounds(
+            "evalstream_tier_pass_rate_difference",
+            f'experiment="{exp}",tier="{label_value(tier)}"',
+            d.estimate,
+            d.low,
+            d.high,
+        )
+        for tier, d in report.pass_rate_difference.items()
+    )
     return (
         uplift,
+        difference,
         *(
             f'{name}{{experiment="{exp}"}} {number(getattr(report, field))}\n'
             for name, (field, _) in EXPERIMENT_VALUES.items()

@@ -269,10 +269,9 @@ class Settings(CoreConfig, BaseSettings):
         a window's stored state and aggregate grow with `window_size`, a dead letter with its
         cap."""
         limit = self.broker_max_message_bytes
-        # + the grade-drop signal's letters: one byte a window of the last grade_drop_runs
-        window = self.window_size * MAX_ROW_BYTES + self.grade_drop_runs + MESSAGE_OVERHEAD_BYTES
+        window = self.window_size * MAX_ROW_BYTES + MESSAGE_OVERHEAD_BYTES
         if window > limit:
-            most = (limit - MESSAGE_OVERHEAD_BYTES - self.grade_drop_runs) // MAX_ROW_BYTES
+            most = (limit - MESSAGE_OVERHEAD_BYTES) // MAX_ROW_BYTES
             raise ValueError(
                 f"window_size {self.window_size} makes states and aggregates of up to {window} "
                 f"bytes, over broker_max_message_bytes {limit}: at most {most} runs"

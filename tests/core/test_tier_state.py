@@ -1,6 +1,9 @@
 """Grade changes: emitted only between full windows whose grades differ, deterministic."""
 
+import json
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from stream_app.core.config import CoreConfig
 from stream_app.core.keys import split_tier_key, tier_key
@@ -52,3 +55,55 @@ def test_duplicates_change_nothing_and_state_round_trips() -> None:
     assert again.apply(run(3, False), CONFIG).outcome is AddOutcome.DUPLICATE
     assert again.aggregate(CONFIG) == state.aggregate(CONFIG)
     assert split_tier_key(tier_key("exp/with/slashes", "T10")) == ("exp/with/slashes", "T10")
+
+
+def test_a_version_1_state_loads_with_totals_from_its_window() -> None:
+    """A state written before totals and drop detectors (with the old grade-drop signal) loads,
+    not quarantined: its window's runs are its totals, its detectors start warming up."""
+    old = {
+        "v": 1,
+        "window": [list(run(i, i % 3 > 0)) for i in range(3)],
+        "grade": "B",
+        "at": T0,
+        "drop": {"r": "BBB", "s": 3.0, "w": 1.0, "d": False},
+    }
+    state = TierState.from_json("e", "T1", CONFIG.window_size, json.dumps(old).encode())
+    assert state.totals.runs == 3
+    assert state.totals.passes == 2
+    assert state.drop.reference.runs == 0
+    assert not state.drop.dropped
+    again = TierState.from_json("e", "T1", CONFIG.window_size, state.to_json())
+    assert again.totals == state.totals
+    assert again.drop == state.drop
+    assert json.loads(state.to_json())["v"] == 2
+
+
+def test_totals_count_accepted_runs_once_and_the_page_is_on_its_step() -> None:
+    config = CoreConfig(window_size=3, drop_warmup_runs=10)
+    state = TierState.empty("e", "T1", config.window_size)
+    pages = []
+    for i in range(200):
+        step = state.apply(run(i, i < 100), config)
+        if step.page:
+            pages.append((i, step.page))
+    assert state.apply(run(199, False), config).outcome is AddOutcome.DUPLICATE
+    assert state.apply(run(0, True), config).outcome is AddOutcome.LATE
+    assert state.totals.runs == 200
+    assert state.totals.passes == 100
+    [(at, detector)] = pages
+    assert 100 <= at < 110
+    assert detector == "pass_rate"
+    agg = state.aggregate(config)
+    assert agg.drop.dropped
+    assert agg.cumulative.runs == 200
+    assert agg.cumulative.pass_rate_interval.low < 0.5 < agg.cumulative.pass_rate_interval.high
+
+
+def test_a_version_2_state_that_no_runs_make_is_refused() -> None:
+    state = TierState.empty("e", "T1", CONFIG.window_size)
+    for i in range(3):
+        state.apply(run(i, True), CONFIG)
+    data = json.loads(state.to_json())
+    for bad in ({**data, "totals": [2, 2, 0]}, {k: v for k, v in data.items() if k != "detect"}):
+        with pytest.raises(ValueError, match="tier state"):
+            TierState.from_json("e", "T1", CONFIG.window_size, json.dumps(bad).encode())

@@ -3,7 +3,17 @@ import math
 import pytest
 
 from schemas import Statistics, TierAggregate
-from stream_app.metrics.cross_tier import cross_tier_report, tier_uplift
+from schemas.aggregates import ConfidenceInterval
+from stream_app.core.aggregation import cumulative_stats, drop_status
+from stream_app.core.config import CoreConfig
+from stream_app.core.drop_detector import DropState
+from stream_app.core.totals import Totals, units
+from stream_app.metrics.cross_tier import (
+    TierFigures,
+    cross_tier_report,
+    cross_tier_report_from_figures,
+    tier_uplift,
+)
 
 
 def stats(value: float) -> Statistics:
@@ -13,8 +23,15 @@ def stats(value: float) -> Statistics:
 
 
 def aggregate(
-    tier: str, composite: float, pass_rate: float = 1.0, impl: float = 0.8, cost: float = 0.1
+    tier: str,
+    composite: float,
+    pass_rate: float = 1.0,
+    impl: float = 0.8,
+    cost: float = 0.1,
+    *,
+    totals: Totals | None = None,
 ) -> TierAggregate:
+    totals = totals or Totals(10, round(10 * pass_rate), 10 * units(composite))
     return TierAggregate(
         experiment_id="e",
         tier=tier,
@@ -30,6 +47,9 @@ def aggregate(
         composite_score=stats(composite),
         grade="C",
         pass_at_k={"1": pass_rate},
+        pass_rate_interval=ConfidenceInterval(low=0.0, high=1.0),
+        cumulative=cumulative_stats(totals, 0.95),
+        drop=drop_status(DropState(), CoreConfig()),
     )
 
 
@@ -93,13 +113,51 @@ def test_an_infinite_uplift_is_written_as_the_schema_allows() -> None:
     import json
 
     from schemas.export import JSON_DIR
-    from stream_app.metrics.cross_tier import TierMedians, cross_tier_report_from_medians
 
-    report = cross_tier_report_from_medians(
-        "e", {"T0": TierMedians(5e-324, 0, 1e-323, 1), "T1": TierMedians(0.9, 1, 0.8, 1)}
+    report = cross_tier_report_from_figures(
+        "e", {"T0": TierFigures(5e-324, 0, 1e-323, 1), "T1": TierFigures(0.9, 1, 0.8, 1)}
     )
     written = json.loads(report.model_dump_json())
     assert written["tier_uplift"] == {"T1": "Infinity"}
     schema = json.loads((JSON_DIR / "cross-tier-report.schema.json").read_text())
     allowed = json.dumps(schema["properties"]["tier_uplift"])
     assert "Infinity" in allowed
+
+
+def test_differences_on_every_run_with_simultaneous_intervals() -> None:
+    """Pass rates 0.5 (T0), 0.7 (T1) and 0.52 (T2) over 400 runs each: T1 is significantly
+    better, T2 is not; each interval is at 1 - 0.05/2 (two comparisons), and a third tier widens
+    them."""
+
+    def tier(name: str, passes: int) -> TierAggregate:
+        return aggregate(name, 0.7, totals=Totals(400, passes, units(0.5) * 400 + passes))
+
+    two = cross_tier_report(
+        "e", {"T0": tier("T0", 200), "T1": tier("T1", 280), "T2": tier("T2", 208)}
+    )
+    t1, t2 = two.pass_rate_difference["T1"], two.pass_rate_difference["T2"]
+    assert t1.estimate == pytest.approx(0.2)
+    assert t1.significant
+    assert t1.low > 0
+    assert t1.high > t1.estimate
+    assert not t2.significant
+    assert t2.low < 0 < t2.high
+    assert set(two.composite_difference) == {"T1", "T2"}
+    assert two.difference_confidence == 0.95
+    three = cross_tier_report(
+        "e",
+        {"T0": tier("T0", 200), "T1": tier("T1", 280), "T2": tier("T2", 208), "T3": tier("T3", 0)},
+    )
+    wider = three.pass_rate_difference["T1"]
+    assert wider.low < t1.low
+    assert wider.high > t1.high
+    assert wider.estimate == t1.estimate
+
+
+def test_no_differences_without_a_baseline_or_counts() -> None:
+    assert cross_tier_report("e", {"T1": aggregate("T1", 0.5)}).pass_rate_difference == {}
+    old = cross_tier_report_from_figures(
+        "e", {"T0": TierFigures(0.5, 1, 0.5, 1), "T1": TierFigures(0.6, 1, 0.5, 1)}
+    )
+    assert old.pass_rate_difference == {}
+    assert old.composite_difference == {}

@@ -99,7 +99,7 @@ def full_experiment(metrics: Exporter) -> None:
     lines = [
         encode(make_event(run_id=f"{t}-{i}", experiment_id="exp", tier=f"T{t}", passed=i % 3 > 0))
         for t in range(2)
-        for i in range(45)  # 36 full windows: the grade-drop signal has its grade and level
+        for i in range(60)  # past the drop detectors' warm-up (50 runs)
     ]
     report = replay_lines(lines, load_settings())
     for agg in report.tiers:
@@ -108,9 +108,9 @@ def full_experiment(metrics: Exporter) -> None:
 
 
 def test_the_series_budget_of_a_tier_by_default() -> None:
-    """The README's figure: 16 series per tier (with a full window and the grade-drop signal's
-    history, before any grade change),
-    plus one per grade-change direction, plus 4 per experiment."""
+    """The README's figure: 23 series per tier (with a full window, past the drop detectors'
+    warm-up, before any grade change), plus one per grade-change direction, plus 4 per
+    experiment."""
     metrics = Exporter(__version__)
     full_experiment(metrics)
     counts = tier_series(metrics)
@@ -126,11 +126,13 @@ def test_the_series_budget_of_a_tier_by_default() -> None:
         "evalstream_tier_window_capacity": 1,
         "evalstream_tier_pass_at_k": 3,
         "evalstream_tier_uplift_ratio": 1,
-        "evalstream_tier_grade_sustained_points": 1,
-        "evalstream_tier_grade_level_points": 1,
-        "evalstream_tier_grade_dropped": 1,
+        "evalstream_tier_dropped": 1,
+        "evalstream_tier_drop_evidence_ratio": 2,
+        "evalstream_tier_cumulative_runs": 1,
+        "evalstream_tier_cumulative_pass_rate": 3,
+        "evalstream_tier_pass_rate_difference": 3,
     }
-    assert sum(counts.values()) == 16
+    assert sum(counts.values()) == 23
     experiment = [n for n, labels in samples(metrics) if labels == (("experiment", "exp"),)]
     assert len(experiment) == 4
 
@@ -141,11 +143,12 @@ def test_all_statistics_can_be_selected() -> None:
     full_experiment(metrics)
     counts = tier_series(metrics)
     assert counts["evalstream_tier_pass_rate"] == 6
-    assert sum(counts.values()) == 16 + 6 * 5
+    assert sum(counts.values()) == 23 + 6 * 5
     chosen = load_settings(exported_statistics={"cost_usd": ["min", "max"]})
     metrics = Exporter(__version__, chosen.exported_statistics)
     full_experiment(metrics)
-    stats = [n for n in tier_series(metrics) if n.endswith(("_rate", "_usd", "_score", "_seconds"))]
+    ends = ("_rate", "_usd", "_score", "_seconds")
+    stats = [n for n in tier_series(metrics) if n.endswith(ends) and "cumulative" not in n]
     assert stats == ["evalstream_tier_cost_usd"]
     assert tier_series(metrics)["evalstream_tier_cost_usd"] == 2
 
@@ -154,3 +157,22 @@ def test_an_unknown_statistic_or_field_is_a_configuration_error() -> None:
     for bad in ({"cost_usd": ["p99"]}, {"tokens": ["mean"]}, "some"):
         with pytest.raises(ConfigError, match="exported_statistics"):
             load_settings(exported_statistics=bad)
+
+
+def test_drop_evidence_is_absent_while_a_tier_warms_up() -> None:
+    metrics = Exporter(__version__)
+    [agg] = replayed(1)[0]
+    assert not agg.drop.monitoring
+    metrics.set_tier(agg)
+    assert not series(metrics, "evalstream_tier_drop_evidence_ratio")
+    assert series(metrics, "evalstream_tier_dropped") == {
+        (("experiment", "exp"), ("tier", "T0")): 0
+    }
+    bounds = series(metrics, "evalstream_tier_cumulative_pass_rate")
+    tier = (("experiment", "exp"), ("tier", "T0"))
+    assert {labels[0][1]: v for labels, v in bounds.items()} == {
+        "estimate": agg.cumulative.pass_rate,
+        "low": agg.cumulative.pass_rate_interval.low,
+        "high": agg.cumulative.pass_rate_interval.high,
+    }
+    assert all(labels[1:] == tier for labels in bounds)

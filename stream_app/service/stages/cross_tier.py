@@ -1,4 +1,4 @@
-"""The third hop: tier aggregates into their experiment's medians (a table), cross-tier reports
+"""The third hop: tier aggregates into their experiment's figures (a table), cross-tier reports
 out. Re-published after every recovery, like the aggregates."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from stream_app.core.experiment_state import (
     ExperimentTiers,
     experiment_from_json,
     experiment_to_json,
+    figures_of_aggregate,
     fold_aggregates,
-    medians_of_aggregate,
 )
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key
-from stream_app.metrics.cross_tier import TierMedians, cross_tier_report_from_medians
+from stream_app.metrics.cross_tier import TierFigures, cross_tier_report_from_figures
 from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import TableStage
 
@@ -41,7 +41,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         """Fold, dead-letter what failed, write and report each changed experiment once; an
         experiment whose last tier retired (a tombstone, which arrives as empty bytes) is
         deleted, and its report gets a tombstone."""
-        items: list[tuple[str, tuple[str, TierMedians | None]]] = []
+        items: list[tuple[str, tuple[str, TierFigures | None]]] = []
         sources: list[Record] = []
         for record in batch:
             try:
@@ -54,13 +54,15 @@ class CrossTierStage(TableStage[ExperimentTiers]):
                     sources.append(record)
                     continue
                 aggregate = json.loads(record.value)
-                medians = medians_of_aggregate(aggregate)
-                items.append((str(aggregate["experiment_id"]), (str(aggregate["tier"]), medians)))
+                figures = figures_of_aggregate(aggregate)
+                items.append((str(aggregate["experiment_id"]), (str(aggregate["tier"]), figures)))
             except Exception as exc:
                 await self.outputs.reject(record, processing_error(self.name, exc))
                 continue
             sources.append(record)
-        folded = fold_aggregates(items, self.cached, self.settings.baseline_tier)
+        folded = fold_aggregates(
+            items, self.cached, self.settings.baseline_tier, self.settings.interval_confidence
+        )
         await self.settle(folded, sources.__getitem__)
         for experiment_id, tiers in folded.states.items():
             key = experiment_id.encode()
@@ -79,7 +81,9 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         """A recovered experiment re-publishes its report (an empty one has none)."""
         if not state:
             return None
-        report = cross_tier_report_from_medians(key, state, self.settings.baseline_tier)
+        report = cross_tier_report_from_figures(
+            key, state, self.settings.baseline_tier, self.settings.interval_confidence
+        )
         return lambda: self.outputs.report(report)
 
     async def retract(self, key: str) -> None:

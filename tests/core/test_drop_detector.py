@@ -1,0 +1,168 @@
+"""The sequential drop detectors: quiet on stationary tiers at any pass rate, quick on falls, one
+page per incident, a reference that a drop cannot feed, and the stated false-alarm bound."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from stream_app.core.drop_detector import DETECTORS, DropDesign, DropState, Reference
+from stream_app.core.totals import UNIT, units
+
+DESIGN = DropDesign()
+
+
+def runs(
+    rnd: random.Random, count: int, pass_rate: float, passed_score: float = 0.92
+) -> list[tuple[float, float]]:
+    """(passed, judge score) of `count` runs: passed runs score around `passed_score`, failed
+    ones around 0.4."""
+    out = []
+    for _ in range(count):
+        passed = rnd.random() < pass_rate
+        mean, spread = (passed_score, 0.05) if passed else (0.4, 0.2)
+        out.append((1.0 if passed else 0.0, min(1.0, max(0.0, rnd.gauss(mean, spread)))))
+    return out
+
+
+def feed(
+    state: DropState, stream: list[tuple[float, float]], design: DropDesign = DESIGN
+) -> tuple[DropState, list[tuple[int, str]]]:
+    pages = []
+    for i, (passed, score) in enumerate(stream):
+        state, page = state.observe(passed, score, design)
+        if page is not None:
+            pages.append((i, page))
+    return state, pages
+
+
+def test_warm_up_learns_the_reference_and_watches_nothing() -> None:
+    rnd = random.Random(1)
+    state, pages = feed(DropState(), runs(rnd, DESIGN.warmup_runs - 1, 0.0))
+    assert not pages
+    assert not state.monitoring(DESIGN)
+    assert state.reference.runs == DESIGN.warmup_runs - 1
+    assert state.evidence == (0.0,) * 6
+    assert state.recovery == (0.0,) * 6
+    state, _ = state.observe(1.0, 0.9, DESIGN)
+    assert state.monitoring(DESIGN)
+
+
+@pytest.mark.parametrize("pass_rate", [0.05, 0.3, 0.6, 0.9, 0.99])
+def test_a_stationary_tier_does_not_page(pass_rate: float) -> None:
+    """20,000 runs at a fixed pass rate and score spread: no page, and the references are
+    below the truth (learned conservatively)."""
+    state, pages = feed(DropState(), runs(random.Random(int(pass_rate * 100)), 20_000, pass_rate))
+    assert pages == []
+    assert state.reference.pass_rate(DESIGN.reference_z) <= pass_rate
+    # it learned from most runs: a stationary tier is seldom half-way to a page (the statistic of
+    # a reference learned closely hovers near 1 / (1 - E[e]), higher for the weaker score bets)
+    assert state.reference.runs >= 0.8 * 20_000
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "most"), [(0.9, 0.3, 40), (0.9, 0.6, 150), (0.5, 0.1, 120)]
+)
+def test_a_pass_rate_fall_pages_once_and_stays_dropped(
+    before: float, after: float, most: int
+) -> None:
+    rnd = random.Random(2)
+    state, pages = feed(DropState(), runs(rnd, 2000, before))
+    assert pages == []
+    learned = state.reference
+    state, pages = feed(state, runs(rnd, 500, after))
+    assert len(pages) == 1, pages  # one incident, one page, however long it lasts
+    at, detector = pages[0]
+    assert at < most
+    assert detector == "pass_rate"
+    assert state.dropped
+    assert state.reference.runs - learned.runs < at  # the drop stopped feeding its yardstick
+    assert state.ratio("pass_rate", DESIGN) > 0.5  # the evidence stays high while it lasts
+
+
+def test_a_score_only_fall_pages_through_the_score_detector() -> None:
+    rnd = random.Random(3)
+    state, _ = feed(DropState(), runs(rnd, 2000, 0.9))
+    state, pages = feed(state, runs(rnd, 300, 0.9, passed_score=0.4))
+    assert [d for _, d in pages] == ["score"]
+    assert pages[0][0] < 40
+
+
+def test_a_recovered_tier_clears_and_can_page_again() -> None:
+    rnd = random.Random(4)
+    state, _ = feed(DropState(), runs(rnd, 1000, 0.9))
+    state, first = feed(state, runs(rnd, 200, 0.2))
+    frozen = state.reference
+    state, none = feed(state, runs(rnd, 400, 0.9))
+    assert len(first) == 1
+    assert none == []
+    assert not state.dropped  # back at the reference: cleared, evidence afresh
+    assert state.reference.runs > frozen.runs  # learning again
+    state, again = feed(state, runs(rnd, 200, 0.2))
+    assert len(again) == 1
+
+
+def test_false_pages_stay_within_the_stated_budget() -> None:
+    """The guarantee itself, with a budget small enough to measure: a tier whose runs are as good
+    as its reference pages falsely at most once per `false_page_runs` runs on average. Here
+    400,000 Bernoulli(0.5) runs with the reference learned from them, 1,000 runs a page allowed:
+    at most 400 pages (the bound), and at least some (the test can see a page at all)."""
+    design = DropDesign(false_page_runs=1_000, warmup_runs=10)
+    rnd = random.Random(5)
+    state, total = DropState(), 0
+    for _ in range(400_000):
+        state, page = state.observe(float(rnd.random() < 0.5), rnd.random(), design)
+        total += page is not None
+    assert 0 < total <= 400_000 / design.false_page_runs
+
+
+def test_a_reference_at_zero_cannot_fall() -> None:
+    """A tier that never passes: the pass-rate detector has nothing to watch (no evidence, no
+    page), while the score detector still works."""
+    state, pages = feed(DropState(), [(0.0, 0.5)] * 500)
+    assert pages == []
+    assert state.statistic("pass_rate") == 0.0
+
+
+def test_state_round_trips_and_rejects_what_no_runs_make() -> None:
+    rnd = random.Random(6)
+    state, _ = feed(DropState(), runs(rnd, 300, 0.7))
+    raw = json.loads(json.dumps(state.to_state()))
+    assert DropState.from_state(raw) == state
+    bad = [
+        "x",
+        {**raw, "n": -1},
+        {**raw, "n": True},
+        {**raw, "p": raw["n"] + 1},
+        {**raw, "s": raw["n"] * UNIT + 1},
+        {**raw, "q": raw["s"] + raw["n"] + 2},  # squares above the sum: no scores in [0, 1]
+        {**raw, "r": raw["r"][:-1]},
+        {**raw, "w": [*raw["w"][:-1], -1.0]},
+        {**raw, "r": [*raw["r"][:-1], float("nan")]},
+        {**raw, "d": 1},
+    ]
+    for data in bad:
+        with pytest.raises(ValueError, match="drop state"):
+            DropState.from_state(data)
+
+
+def test_sums_do_not_depend_on_the_order_of_the_runs() -> None:
+    rnd = random.Random(7)
+    scores = [rnd.random() for _ in range(1000)]
+    forward, backward = Reference(), Reference()
+    for s in scores:
+        forward = forward.add(1.0, s)
+    for s in reversed(scores):
+        backward = backward.add(1.0, s)
+    assert forward == backward
+    assert forward.score_units == sum(units(s) for s in scores)
+    assert forward.variance() == pytest.approx(
+        sum((s - sum(scores) / 1000) ** 2 for s in scores) / 999, rel=1e-9
+    )
+
+
+def test_the_budget_is_split_between_the_detectors() -> None:
+    assert DESIGN.threshold == 2 * DESIGN.false_page_runs
+    assert len(DETECTORS) == 2
