@@ -126,15 +126,19 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     from collections.abc import Iterable
 
     from stream_app.commands.producer import produce
-    from stream_app.commands.synthetic import scenario_drop, synthetic_lines
+    from stream_app.commands.synthetic import scenario, synthetic_lines
 
     settings = _settings(args)
     lines: Iterable[bytes]
     total = None
     if args.synthetic is not None:
-        drop = scenario_drop(args.scenario, args.drop_tier)
+        profiles, drop = scenario(args.scenario, args.drop_tier)
         lines = synthetic_lines(
-            args.synthetic, experiments=args.experiments, seed=args.seed, drop=drop
+            args.synthetic,
+            experiments=args.experiments,
+            seed=args.seed,
+            drop=drop,
+            profiles=profiles,
         )
         total = args.synthetic
     elif args.file == "-":
@@ -338,10 +342,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _add_scenario(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario",
-        choices=("drop", "stationary"),
+        choices=("drop", "score-drop", "stationary", "spread"),
         default="drop",
         help="synthetic runs like the real ones' noise; 'drop' (the default) also makes "
-        "synthetic-01's T5 mostly fail from halfway on, 'stationary' changes nothing",
+        "synthetic-01's T5 mostly fail from halfway on, 'score-drop' keeps its pass rate but "
+        "lowers its judge scores, 'stationary' changes nothing, 'spread' has stationary tiers "
+        "at pass rates 5-95 %%",
     )
 
 

@@ -31,7 +31,7 @@ from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
 from stream_app.commands.live_table import LiveState, render
 from stream_app.commands.processes import stop_signals
 from stream_app.commands.producer import produce
-from stream_app.commands.synthetic import scenario_drop, synthetic_lines
+from stream_app.commands.synthetic import scenario, synthetic_lines
 from stream_app.commands.watch import Watcher, WatchError, WatchOptions
 from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
@@ -135,10 +135,10 @@ def _source(
     lines: Iterable[bytes]
     if options.synthetic:
         total = options.synthetic
-        drop = scenario_drop(options.scenario)
-        lines = synthetic_lines(total, experiments=3, drop=drop)
+        profiles, drop = scenario(options.scenario)
+        lines = synthetic_lines(total, experiments=3, drop=drop, profiles=profiles)
         title = f"{total:,} synthetic runs, " + (
-            f"a grade drop injected into {drop.experiment}/{drop.tier} halfway"
+            f"a {options.scenario} injected into {drop.experiment}/{drop.tier} halfway"
             if drop
             else "no drop (stationary)"
         )

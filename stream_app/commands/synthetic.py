@@ -1,11 +1,15 @@
 """Realistic synthetic `run-completed` events for demos, tests, alert checks and load.
 
-Two named scenarios (`SCENARIOS`):
+Named scenarios (`SCENARIOS`):
 - `stationary`: tiers T0-T6 of several experiments whose pass rates and judge scores follow the
   shared real runs (`PROFILES`, measured from ../shared/data/scylla-runs.jsonl): noisy windows,
-  no change in any tier. The grade-drop alert must stay silent on it.
-- `drop`: the same, and from `GradeDrop.after` (a fraction of the stream) on, one tier mostly
-  fails (15 % passes, judge scores around 0.35): a sustained drop the alert must page for.
+  no change in any tier. The drop alert must stay silent on it.
+- `drop`: the same, and from `Drop.after` (a fraction of the stream) on, one tier mostly fails
+  (15 % passes, judge scores around 0.35): a sustained drop the alert must page for.
+- `score-drop`: the same tier keeps its pass rate, but its passed runs' judge scores fall to
+  around 0.4 (its composite from A-level to D-level): only the score detector can see it.
+- `spread`: stationary tiers at pass rates from 5 % to 95 % (`SPREAD`), the range the detectors'
+  false-alarm rate is stated for.
 
 Each tier gets one run every `tier_interval_s` of event time (1 s: the issue's 1 run/s per tier),
 better tiers cost more, and a third of the events carry no `cost_usd` (priced from tokens)."""
@@ -27,15 +31,6 @@ MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "gpt-4o")
 
 
 @dataclass(frozen=True)
-class GradeDrop:
-    """From `after` (a fraction of the stream) on, `tier` of `experiment` mostly fails."""
-
-    experiment: str = "synthetic-01"
-    tier: str = "T5"
-    after: float = 0.5
-
-
-@dataclass(frozen=True)
 class Profile:
     """One real experiment's runs: each tier's pass rate, and the judge's score of passed and of
     failed runs (mean, standard deviation)."""
@@ -53,16 +48,54 @@ PROFILES: Final = (
     Profile((0.90, 0.93, 0.96, 0.97, 0.97, 0.96, 0.97), (0.691, 0.071), (0.399, 0.224)),
     Profile((0.94, 0.97, 0.97, 0.96, 0.95, 0.93, 0.97), (0.848, 0.149), (0.439, 0.192)),
 )
-DROPPED: Final = Profile((0.15,) * len(TIERS), (0.35, 0.10), (0.35, 0.10))
-"""A tier after the injected drop: it mostly fails, and its judge scores fall too."""
-SCENARIOS: Final[dict[str, GradeDrop | None]] = {"stationary": None, "drop": GradeDrop()}
-"""The named scenarios: the drop each injects."""
+SPREAD: Final = (
+    Profile((0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35), (0.85, 0.10), (0.30, 0.20)),
+    Profile((0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70), (0.85, 0.10), (0.30, 0.20)),
+    Profile((0.75, 0.80, 0.85, 0.90, 0.95, 0.50, 0.60), (0.85, 0.10), (0.30, 0.20)),
+)
+"""Stationary tiers at pass rates 5 % to 95 % in steps of 5 (and two more), with judge scores
+spread like the real runs' noisiest experiment."""
 
 
-def scenario_drop(name: str, tier: str | None = None) -> GradeDrop | None:
-    """The drop of scenario `name` (KeyError when there is none of that name), in `tier`."""
-    drop = SCENARIOS[name]
-    return drop if drop is None or tier is None else replace(drop, tier=tier)
+@dataclass(frozen=True)
+class Drop:
+    """From `after` (a fraction of the stream) on, `tier` of `experiment` changes: its pass rate
+    to `pass_rate`, its passed and failed runs' judge scores to `passed_score` and
+    `failed_score` (mean, standard deviation); None keeps the tier's own."""
+
+    experiment: str = "synthetic-01"
+    tier: str = "T5"
+    after: float = 0.5
+    pass_rate: float | None = 0.15
+    passed_score: tuple[float, float] | None = (0.35, 0.10)
+    failed_score: tuple[float, float] | None = (0.35, 0.10)
+
+    def applied(self, profile: Profile, level: int) -> tuple[float, Profile]:
+        """The dropped tier's pass rate and scores, from those it had."""
+        rate = profile.pass_rates[level] if self.pass_rate is None else self.pass_rate
+        return rate, Profile(
+            profile.pass_rates,
+            profile.passed_score if self.passed_score is None else self.passed_score,
+            profile.failed_score if self.failed_score is None else self.failed_score,
+        )
+
+
+SCORE_DROP: Final = Drop(pass_rate=None, passed_score=(0.40, 0.10), failed_score=None)
+"""The pass rate unchanged, passed runs' judge scores from A-level to D-level composites."""
+SCENARIOS: Final[dict[str, tuple[tuple[Profile, ...], Drop | None]]] = {
+    "stationary": (PROFILES, None),
+    "drop": (PROFILES, Drop()),
+    "score-drop": (PROFILES, SCORE_DROP),
+    "spread": (SPREAD, None),
+}
+"""The named scenarios: the tiers' profiles, and the drop each injects."""
+
+
+def scenario(name: str, tier: str | None = None) -> tuple[tuple[Profile, ...], Drop | None]:
+    """The profiles and drop of scenario `name` (KeyError when there is none of that name),
+    the drop in `tier`."""
+    profiles, drop = SCENARIOS[name]
+    return profiles, (drop if drop is None or tier is None else replace(drop, tier=tier))
 
 
 def synthetic_events(
@@ -72,12 +105,14 @@ def synthetic_events(
     seed: int = 7,
     start: datetime | None = None,
     tier_interval_s: float = 1.0,
-    drop: GradeDrop | None = None,
+    drop: Drop | None = None,
     prefix: str = "synthetic",
+    profiles: tuple[Profile, ...] = PROFILES,
 ) -> Iterator[dict[str, Any]]:
     """Plausible runs in any number, round-robin over the tiers of `experiments` experiments
-    (experiment k follows `PROFILES[k % 3]`), each tier one run per `tier_interval_s` of event
-    time; from `drop.after` of the stream on, `drop`'s tier follows `DROPPED`."""
+    (experiment k follows `profiles[k % len(profiles)]`), each tier one run per
+    `tier_interval_s` of event time; from `drop.after` of the stream on, `drop`'s tier changes
+    as it says."""
     rnd = random.Random(seed)
     start = start or datetime.now(UTC)
     keys = [(f"{prefix}-{e + 1:02d}", tier, e) for e in range(experiments) for tier in TIERS]
@@ -90,8 +125,11 @@ def synthetic_events(
             and tier == drop.tier
             and i >= drop.after * count
         )
-        profile = DROPPED if dropped else PROFILES[number % len(PROFILES)]
-        passed = rnd.random() < profile.pass_rates[level]
+        profile = profiles[number % len(profiles)]
+        rate = profile.pass_rates[level]
+        if dropped and drop is not None:
+            rate, profile = drop.applied(profile, level)
+        passed = rnd.random() < rate
         mean, spread = profile.passed_score if passed else profile.failed_score
         impl = min(1.0, max(0.0, rnd.gauss(mean, spread)))
         model = MODELS[i % len(MODELS)]

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from schemas.aggregates import TierAggregate
-from schemas.common import tier_sort_key
+from schemas.common import DropDetector, tier_sort_key
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport, RetiredExperiment
 from stream_app.core.config import CoreConfig
@@ -32,6 +33,18 @@ from stream_app.metrics.cross_tier import cross_tier_report
 
 CHUNK_RUNS = 100_000
 """Runs folded at once: each tier is aggregated once per chunk it appears in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page the worker would have raised: the run whose arrival made `detector` page for its
+    tier (TierDropped), at physical line `line` of the input."""
+
+    line: int
+    experiment_id: str
+    tier: str
+    run_id: str
+    detector: DropDetector
 
 
 class Replay:
@@ -48,6 +61,7 @@ class Replay:
         self.ignored = {AddOutcome.DUPLICATE: 0, AddOutcome.LATE: 0}
         self.ignored_lines: dict[int, AddOutcome] = {}
         self.grade_changes: list[GradeChange] = []
+        self.pages: list[Page] = []
         self._pending: list[tuple[str, WindowEntry]] = []
         self._pending_lines: list[int] = []
         self._pending_at: list[int] = []  # the clock when each pending run was read
@@ -123,6 +137,12 @@ class Replay:
                     self.idle.touch(split_tier_key(runs[index][0])[0], read_at[index])
                 if step.grade_change is not None:
                     self.grade_changes.append(step.grade_change)
+                if step.page is not None:
+                    key, entry = runs[index]
+                    experiment_id, tier = split_tier_key(key)
+                    page = Page(lines[index], experiment_id, tier, entry.run_id, step.page)
+                    self.pages.append(page)
+        self.pages.sort(key=lambda p: p.line)
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""
