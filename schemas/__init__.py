@@ -5,6 +5,7 @@ Producers in other languages use the JSON Schemas exported from these models to 
 """
 
 from schemas.aggregates import Statistics, TierAggregate
+from schemas.backtest_report import BacktestDesign, BacktestPage, BacktestReport, BacktestTier
 from schemas.code_quality import FunctionalCorrectnessMetrics, SemanticClosenessMetrics
 from schemas.common import ExtendedFloat, Grade, RejectReason, TierName, tier_sort_key
 from schemas.cross_tier import CrossTierReport
@@ -31,6 +32,10 @@ from schemas.run_metrics import RunMetrics
 
 __all__ = [
     "ApiError",
+    "BacktestDesign",
+    "BacktestPage",
+    "BacktestReport",
+    "BacktestTier",
     "CodeSample",
     "CrossTierReport",
     "DeadLetter",

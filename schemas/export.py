@@ -24,6 +24,7 @@ MESSAGES: Final[dict[str, tuple[type[BaseModel], Literal["validation", "serializ
     "grade-change": (schemas.GradeChange, "serialization"),
     "dead-letter": (schemas.DeadLetter, "serialization"),
     "replay-report": (schemas.ReplayReport, "serialization"),
+    "backtest-report": (schemas.BacktestReport, "serialization"),
     "api-experiment-list": (schemas.ExperimentList, "serialization"),
     "api-experiment": (schemas.ExperimentDetail, "serialization"),
     "api-error": (schemas.ApiError, "serialization"),

@@ -85,6 +85,77 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_REJECTED if args.strict and problems else EXIT_OK
 
 
+def _cmd_backtest(args: argparse.Namespace) -> int:
+    from schemas.replay_report import SkippedRun
+    from stream_app.commands.backtest import backtest_report, render
+    from stream_app.core.replay import Replay
+
+    settings = load_settings(args.config)
+    paths = [Path(name) for name in args.paths]
+    skipped: list[SkippedRun] = []
+    directories = len(paths) > 1 or paths[0].is_dir()
+    if directories:  # read as `replay` reads them, through the same directory replay
+        from stream_app.scylla.directory_replay import replay_directory_runs
+        from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
+
+        for path in paths:
+            if not path.is_dir():
+                raise UserError(f"{path} is not a directory (give one file, or directories)")
+        for path in paths:
+            if not experiment_dirs([path]):
+                raise UserError(f"no ProjectScylla experiment in {path} ({WHAT_AN_EXPERIMENT_IS})")
+        replay, skipped = replay_directory_runs(paths, settings)
+    else:
+        replay = Replay(settings)
+        if args.paths[0] == "-":
+            replay.feed_lines(sys.stdin.buffer)
+        else:
+            try:
+                with paths[0].open("rb") as source:
+                    replay.feed_lines(source)
+            except OSError as exc:
+                raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
+    report = backtest_report(replay, skipped)
+    if args.json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        sys.stdout.write(render(report, "run" if directories else "line"))
+    sys.stdout.flush()
+    if report.rejected:
+        print(f"stream-app backtest: {report.rejected} line(s) rejected", file=sys.stderr)
+    for run in report.skipped_runs:
+        print(
+            f"stream-app backtest: skipped {run.path}: {run.reason}: {run.detail}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _add_backtest(sub: Any) -> None:
+    backtest = sub.add_parser(
+        "backtest",
+        help="replay history through the drop detectors and list every page they would raise",
+        description=(
+            "Replay run-completed events (one JSON object a line; '-' reads stdin), or the "
+            "finished runs of ProjectScylla experiment directories, through the worker's core "
+            "and drop detectors with the settings in force, and print every page the worker "
+            "would have raised, then why each tier did or did not page. Try a setting (e.g. "
+            "EVALSTREAM_DROP_FALSE_PAGE_RUNS, --config FILE) on history before it pages anyone."
+        ),
+    )
+    backtest.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE|DIR",
+        help="a JSON-lines file, - for stdin, or ProjectScylla experiment directories",
+    )
+    backtest.add_argument(
+        "--json", action="store_true", help="print one JSON document (schemas/json/backtest-report)"
+    )
+    _add_config(backtest)
+    backtest.set_defaults(handler=_cmd_backtest)
+
+
 def _cmd_broker(args: argparse.Namespace) -> int:
     import signal
     import time
@@ -479,10 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(produce)
     produce.set_defaults(handler=_cmd_produce)
 
-    _add_demo(sub)
-    _add_watch(sub)
-    add_observe_parser(sub)
-    _add_tail(sub)
+    for add in (_add_backtest, _add_demo, _add_watch, add_observe_parser, _add_tail):
+        add(sub)
 
     status = sub.add_parser(
         "status",

@@ -21,10 +21,11 @@ def printable(text: object) -> str:
     return str(text).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
-def replay_directories(
+def replay_directory_runs(
     roots: Sequence[Path], config: CoreConfig, retire: bool = False
-) -> ReplayReport:
-    """Replay every finished run of the experiment directories (or results folders)."""
+) -> tuple[Replay, list[SkippedRun]]:
+    """Every finished run of the experiment directories (or results folders) fed in window
+    order, and the runs that made no event: the one path of `replay DIR` and `backtest DIR`."""
     scanner = Scanner([r.resolve() for r in roots], set(), settle_s=0.0, grace_s=0.0)
     scanner.scan()
     events, skipped = scanner.take()
@@ -35,12 +36,15 @@ def replay_directories(
     replay = Replay(config, retire)
     for line, event in enumerate(events, start=1):
         replay.feed(event.payload, line)
-    report = replay.report()
-    return report.model_copy(
-        update={
-            "skipped_runs": [
-                SkippedRun(path=printable(s.path), reason=s.reason, detail=printable(s.detail))
-                for s in skipped
-            ]
-        }
-    )
+    return replay, [
+        SkippedRun(path=printable(s.path), reason=s.reason, detail=printable(s.detail))
+        for s in skipped
+    ]
+
+
+def replay_directories(
+    roots: Sequence[Path], config: CoreConfig, retire: bool = False
+) -> ReplayReport:
+    """Replay every finished run of the experiment directories (or results folders)."""
+    replay, skipped = replay_directory_runs(roots, config, retire)
+    return replay.report().model_copy(update={"skipped_runs": skipped})

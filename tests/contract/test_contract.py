@@ -189,6 +189,7 @@ def test_exported_json_schemas_are_current() -> None:
         "grade-change.schema.json",
         "dead-letter.schema.json",
         "replay-report.schema.json",
+        "backtest-report.schema.json",
         "api-experiment-list.schema.json",
         "api-experiment.schema.json",
         "api-error.schema.json",
