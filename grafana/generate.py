@@ -17,6 +17,23 @@ DS = {"type": "prometheus", "uid": DATASOURCE_UID}
 OUT = Path(__file__).parent / "dashboards"
 SEL = 'experiment=~"$experiment", tier=~"$tier"'
 EXP = 'experiment=~"$experiment"'
+DROPPED = "evalstream:tier_dropped == 1"
+DROP_STATE = (
+    # 0 warming up, 1 watching (the detectors' evidence exists), 2 or 3 dropped.
+    f"(2 * evalstream:tier_dropped{{{SEL}}} + on (experiment, tier) "
+    f"(count by (experiment, tier) (evalstream:tier_drop_evidence_ratio{{{SEL}}}) > bool 0)) "
+    f"or on (experiment, tier) (2 * evalstream:tier_dropped{{{SEL}}})"
+)
+
+
+def difference(bound: str) -> str:
+    """A bound of the selected tiers' pass-rate difference from the baseline, one per tier."""
+    return (
+        "max by (experiment, tier) "
+        f'(evalstream:tier_pass_rate_difference{{{SEL}, bound="{bound}"}})'
+    )
+
+
 GRADE_MAPPINGS = [
     {
         "type": "value",
@@ -29,6 +46,32 @@ GRADE_MAPPINGS = [
         },
     }
 ]
+DROP_STATES = [
+    # The "Drop detectors" state: 2 x dropped + 1 once the detectors run (their evidence exists).
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "warming up", "color": "blue", "index": 0},
+            "1": {"text": "watching", "color": "green", "index": 1},
+            "2": {"text": "DROPPED", "color": "red", "index": 2},
+            "3": {"text": "DROPPED", "color": "red", "index": 3},
+        },
+    }
+]
+SIGNIFICANCE = [
+    {
+        "type": "value",
+        "options": {
+            "1": {"text": "higher", "color": "green", "index": 0},
+            "0": {"text": "not significant", "color": "text", "index": 1},
+            "-1": {"text": "lower", "color": "red", "index": 2},
+        },
+    }
+]
+INTERVALS = (
+    "Intervals are anytime-valid confidence sequences at interval_confidence (95 %): they hold "
+    "however often they are looked at"
+)
 NEVER_PASSES = [
     # Prometheus sends +Inf when no run of the window passed.
     {
@@ -84,8 +127,9 @@ def target(expr: str, legend: str = "", ref: str = "A") -> dict[str, Any]:
     return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, "range": True}
 
 
-def row(layout: Layout, title: str) -> dict[str, Any]:
-    return {
+def row(layout: Layout, title: str, repeat: str | None = None) -> dict[str, Any]:
+    """A row; with `repeat`, Grafana draws it and its panels once per value of that variable."""
+    result: dict[str, Any] = {
         "type": "row",
         "id": layout.id(),
         "title": title,
@@ -93,6 +137,9 @@ def row(layout: Layout, title: str) -> dict[str, Any]:
         "gridPos": layout.new_row(),
         "panels": [],
     }
+    if repeat:
+        result["repeat"] = repeat
+    return result
 
 
 def panel(
@@ -111,9 +158,11 @@ def panel(
     thresholds: list[dict[str, Any]] | None = None,
     options: dict[str, Any] | None = None,
     custom: dict[str, Any] | None = None,
+    field: dict[str, Any] | None = None,
+    overrides: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    defaults: dict[str, Any] = {"unit": unit, "mappings": mappings or []}
+    defaults: dict[str, Any] = {"unit": unit, "mappings": mappings or [], **(field or {})}
     if custom:
         defaults["custom"] = custom
     if minimum is not None:
@@ -132,7 +181,7 @@ def panel(
         "datasource": DS,
         "gridPos": layout.place(width, height),
         "targets": [{**t, "refId": chr(ord("A") + i)} for i, t in enumerate(targets)],
-        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
         "options": options or {},
     }
     result.update(extra or {})
@@ -158,6 +207,50 @@ def variable(name: str, label: str, query: str, include_all: bool = True) -> dic
         "allValue": ".*",
         "current": current,
         "sort": 3,
+    }
+
+
+def band(name: str, colour: str) -> list[dict[str, Any]]:
+    """Overrides that draw the `low` and `high` series of a `{{bound}}` legend as a shaded band
+    around `estimate` (renamed `name`), all in `colour`."""
+    fixed = {"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}
+
+    def series(bound: str, *properties: dict[str, Any]) -> dict[str, Any]:
+        return {"matcher": {"id": "byName", "options": bound}, "properties": [fixed, *properties]}
+
+    return [
+        series(
+            "estimate", {"id": "displayName", "value": name}, {"id": "custom.lineWidth", "value": 2}
+        ),
+        series(
+            "high",
+            {"id": "custom.fillBelowTo", "value": "low"},
+            {"id": "custom.fillOpacity", "value": 20},
+            {"id": "custom.lineWidth", "value": 0},
+        ),
+        series("low", {"id": "custom.lineWidth", "value": 0}),
+    ]
+
+
+def instant_table(expr: str) -> dict[str, Any]:
+    """A table query: one row per series, its last value."""
+    return {**target(expr), "format": "table", "instant": True, "range": False}
+
+
+def merged_table(columns: dict[str, str], hidden: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Transformations that join the instant table queries A, B, … on their labels into one row
+    per series, their values renamed by `columns` (refId -> column name), `hidden` ones left out."""
+    return {
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True, **{f"Value #{r}": True for r in hidden}},
+                    "renameByName": {f"Value #{r}": name for r, name in columns.items()},
+                },
+            },
+        ]
     }
 
 
@@ -192,7 +285,7 @@ def overview() -> dict[str, Any]:
                     "range": False,
                 }
             ],
-            width=12,
+            width=9,
             height=7,
             mappings=GRADE_MAPPINGS,
             options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": False}]},
@@ -210,6 +303,44 @@ def overview() -> dict[str, Any]:
         ),
         panel(
             lay,
+            "table",
+            "Dropped tiers",
+            "Every tier whose drop detectors paged and whose runs are not back at its reference "
+            "(what TierDropped pages on), over every experiment: its pass rate over its window "
+            "and over all its runs. Empty is good.",
+            [
+                instant_table(DROPPED),
+                instant_table(
+                    f"evalstream:tier_pass_rate_mean and on (experiment, tier) ({DROPPED})"
+                ),
+                instant_table(
+                    "max by (experiment, tier) "
+                    '(evalstream:tier_cumulative_pass_rate{bound="estimate"}) '
+                    f"and on (experiment, tier) ({DROPPED})"
+                ),
+                instant_table(
+                    "max by (experiment, tier) (evalstream_tier_cumulative_runs) "
+                    f"and on (experiment, tier) ({DROPPED})"
+                ),
+            ],
+            width=9,
+            height=7,
+            unit="percentunit",
+            field={"noValue": "no tier dropped"},
+            overrides=[
+                {
+                    "matcher": {"id": "byName", "options": "runs"},
+                    "properties": [{"id": "unit", "value": "short"}],
+                }
+            ],
+            options={"showHeader": True},
+            extra=merged_table(
+                {"B": "pass rate, window", "C": "pass rate, all runs", "D": "runs"},
+                hidden=("A",),
+            ),
+        ),
+        panel(
+            lay,
             "stat",
             "Experiments and tiers",
             "Experiments with a window on some worker, and the tiers with a gauge; both fall as "
@@ -222,8 +353,9 @@ def overview() -> dict[str, Any]:
                     "retired in 1d",
                     ref="C",
                 ),
+                target("sum(evalstream:tier_dropped)", "dropped tiers", ref="D"),
             ],
-            width=12,
+            width=6,
             height=7,
             options={
                 "colorMode": "none",
@@ -256,6 +388,105 @@ def overview() -> dict[str, Any]:
                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
             },
             extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 6},
+        ),
+        row(lay, "Drop detectors and differences from the baseline"),
+        panel(
+            lay,
+            "state-timeline",
+            "Drop detectors",
+            "Per tier: warming up (its detectors still learn its reference from its first "
+            "drop_warmup_runs runs), watching, or DROPPED (a detector paged and the runs are not "
+            "back at the reference: TierDropped). Noise alone pages a tier at most once per "
+            "drop_false_page_runs runs.",
+            [target(DROP_STATE, legend)],
+            mappings=DROP_STATES,
+            options={
+                "showValue": "auto",
+                "mergeValues": True,
+                "rowHeight": 0.85,
+                "legend": {"showLegend": False},
+            },
+        ),
+        panel(
+            lay,
+            "table",
+            "Pass rate vs baseline (all runs)",
+            "Each tier's pass rate over all its runs minus the baseline tier's, with its interval, "
+            f"in percentage points. {INTERVALS}, and all of an experiment's intervals hold at "
+            "once; 'not significant' when the interval holds 0.",
+            [
+                instant_table(difference("estimate")),
+                instant_table(difference("low")),
+                instant_table(difference("high")),
+                instant_table(f"({difference('low')} > bool 0) - ({difference('high')} < bool 0)"),
+            ],
+            unit="percentunit",
+            field={"decimals": 1, "noValue": "no baseline run yet"},
+            overrides=[
+                {
+                    "matcher": {"id": "byName", "options": "significant"},
+                    "properties": [
+                        {"id": "unit", "value": "short"},
+                        {"id": "mappings", "value": SIGNIFICANCE},
+                        {"id": "custom.cellOptions", "value": {"type": "color-text"}},
+                    ],
+                }
+            ],
+            options={"showHeader": True, "sortBy": [{"displayName": "estimate", "desc": False}]},
+            extra=merged_table({"A": "estimate", "B": "low", "C": "high", "D": "significant"}),
+        ),
+        row(lay, "$experiment: drop evidence and intervals per tier", repeat="experiment"),
+        panel(
+            lay,
+            "timeseries",
+            "Drop evidence · $tier",
+            "Each drop detector's evidence of a fall below the tier's reference, as a fraction of "
+            "its threshold on a log scale: 1 (the dashed line) pages. The pass_rate detector "
+            "watches passes, the score detector the judge scores. Absent while it warms up.",
+            [target(f"evalstream:tier_drop_evidence_ratio{{{SEL}}}", "{{detector}}")],
+            width=24,
+            height=6,
+            unit="none",
+            minimum=0,
+            thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+            field={"decimals": 2},
+            custom={"thresholdsStyle": {"mode": "dashed"}, "axisSoftMax": 1.2},
+            options=timeseries_opts,
+            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 4},
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Pass rate over all runs · $tier",
+            f"The tier's pass rate over every run since its first, and its interval (the band). "
+            f"{INTERVALS}.",
+            [target(f"evalstream:tier_cumulative_pass_rate{{{SEL}}}", "{{bound}}")],
+            width=24,
+            height=6,
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+            overrides=band("pass rate", "blue"),
+            options=timeseries_opts,
+            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 4},
+        ),
+        panel(
+            lay,
+            "timeseries",
+            "Pass rate vs baseline · $tier",
+            "The tier's pass rate over all its runs minus the baseline tier's, in percentage "
+            f"points, and its interval (the band); significant while the band excludes 0 (the "
+            f"dashed line). {INTERVALS}, all of the experiment's at once.",
+            [target(f"evalstream:tier_pass_rate_difference{{{SEL}}}", "{{bound}}")],
+            width=24,
+            height=6,
+            unit="percentunit",
+            thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 0}],
+            field={"decimals": 1, "noValue": "the baseline (or no baseline run yet)"},
+            custom={"thresholdsStyle": {"mode": "dashed"}},
+            overrides=band("difference", "purple"),
+            options=timeseries_opts,
+            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 4},
         ),
         row(lay, "Quality"),
         panel(
@@ -492,7 +723,19 @@ def overview() -> dict[str, Any]:
                     "tagKeys": "experiment,tier,direction",
                     "textFormat": "",
                     "useValueForTime": False,
-                }
+                },
+                {
+                    "name": "Tiers dropped",
+                    "datasource": DS,
+                    "enable": True,
+                    "iconColor": "red",
+                    "expr": f"evalstream:tier_dropped{{{SEL}}} == 1",
+                    "step": "30s",
+                    "titleFormat": "Dropped: {{experiment}}/{{tier}}",
+                    "tagKeys": "experiment,tier",
+                    "textFormat": "A drop detector paged (TierDropped)",
+                    "useValueForTime": False,
+                },
             ]
         },
         "panels": panels,

@@ -22,6 +22,9 @@ class TierSummary(BaseModel):
     capacity: int
     composite_median: float = Field(description="Median composite score of the window.")
     latest_completed_at: AwareDatetime
+    dropped: bool = Field(
+        default=False, description="A drop detector paged and the tier has not recovered."
+    )
 
 
 class ExperimentSummary(BaseModel):

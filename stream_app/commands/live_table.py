@@ -8,16 +8,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas.aggregates import TierAggregate
+from schemas.aggregates import CumulativeStats, TierAggregate
 from schemas.common import tier_sort_key
-from schemas.cross_tier import CrossTierReport
+from schemas.cross_tier import CrossTierReport, Difference
 from schemas.grade_change import GradeChange
 from stream_app.core.keys import split_tier_key
 
 HIGHLIGHT_S = 15.0
 GRADE_COLOURS = {"A": "32", "B": "36", "C": "33", "D": "35", "F": "31"}
 DIM = "2"
+DROPPED = "1;31"
 GRADE_WIDTH = 12  # "filling 9/10"; wider capacities push the row, not the grade out
+EXPERIMENT_WIDTH = 14
+PASS_RATE_WIDTH = 19  # "100.0 [91.1, 100.0]"
+DIFFERENCE_WIDTH = 24  # "-33.3 [-100.0, +100.0] ~"; a wider one pushes the row
+NOT_SIGNIFICANT = "~"
 
 
 @dataclass
@@ -41,25 +46,103 @@ class LiveState:
         del self.changes[:-50]
 
 
-def _grade_cell(agg: TierAggregate, paint: Callable[[str, str], str]) -> str:
+Paint = Callable[[str, str], str]
+
+
+def _plain(text: str, code: str) -> str:
+    return text
+
+
+def _pad(cell: str, plain: str, width: int) -> str:
+    """`cell` (`plain` painted) left-aligned in `width` columns, the escapes not counted."""
+    return cell + " " * max(width - len(plain), 0)
+
+
+def _grade_cell(agg: TierAggregate, paint: Paint) -> str:
     """The grade of a full window, with "DROPPED" while the tier's drop detectors (what
-    `TierDropped` pages on) say it dropped; a window still filling says so instead, since its
-    grade is of fewer runs than the grade changes are about."""
+    `TierDropped` pages on) say it dropped, or "warming" while they still learn the tier's
+    reference; a window still filling says so instead, since its grade is of fewer runs than the
+    grade changes are about (and its detectors are warming up too)."""
     if agg.runs < agg.capacity:
         text = f"filling {agg.runs}/{agg.capacity}"
         if agg.drop.dropped:
             return paint(f"{text + ' DROPPED':<{GRADE_WIDTH}}", GRADE_COLOURS["F"])
         return paint(f"{text:<{GRADE_WIDTH}}", DIM)
-    text = f"{agg.grade} DROPPED" if agg.drop.dropped else agg.grade
-    return paint(f"{text:<{GRADE_WIDTH}}", GRADE_COLOURS[agg.grade])
+    letter = paint(agg.grade, GRADE_COLOURS[agg.grade])
+    if agg.drop.dropped:
+        return _pad(f"{letter} {paint('DROPPED', DROPPED)}", f"{agg.grade} DROPPED", GRADE_WIDTH)
+    if not agg.drop.monitoring:
+        return _pad(f"{letter} {paint('warming', DIM)}", f"{agg.grade} warming", GRADE_WIDTH)
+    return _pad(letter, agg.grade, GRADE_WIDTH)
+
+
+def _points(value: float, sign: str = "") -> str:
+    """A share as percentage points with one decimal (`sign` "+" to always show the sign)."""
+    return f"{100 * value:{sign}.1f}"
+
+
+def pass_rate_text(cumulative: CumulativeStats) -> str:
+    """The pass rate over every run of the tier, in %, with its anytime-valid interval:
+    `73.2 [65.1, 80.3]`."""
+    low, high = cumulative.pass_rate_interval.low, cumulative.pass_rate_interval.high
+    return f"{_points(cumulative.pass_rate)} [{_points(low)}, {_points(high)}]"
+
+
+def difference_text(difference: Difference) -> str:
+    """A difference from the baseline in percentage points with its interval, and `~` when the
+    interval holds 0 (not significant): `+20.1 [+8.3, +31.0]`, `+2.0 [-9.5, +13.4] ~`."""
+    text = (
+        f"{_points(difference.estimate, '+')} "
+        f"[{_points(difference.low, '+')}, {_points(difference.high, '+')}]"
+    )
+    return text if difference.significant else f"{text} {NOT_SIGNIFICANT}"
+
+
+def _difference_cell(
+    tier: str, report: CrossTierReport | None, paint: Paint, width: int = DIFFERENCE_WIDTH
+) -> str:
+    """The tier's cumulative pass rate minus the baseline's, right-aligned so that the numbers
+    line up whether or not the `~` follows them; green or red when significant, dim when not."""
+    mark = len(NOT_SIGNIFICANT) + 1
+    if report is not None and tier == report.baseline_tier:
+        return f"{'baseline':>{width - mark}}{' ' * mark}"
+    difference = report.pass_rate_difference.get(tier) if report is not None else None
+    if difference is None:  # no report yet, or the baseline has no run
+        return f"{'—':>{width - mark}}{' ' * mark}"
+    text = difference_text(difference)
+    if not difference.significant:
+        return paint(f"{text:>{width}}", DIM)
+    cell = f"{text:>{width - mark}}"
+    return paint(cell, "32" if difference.estimate > 0 else "31") + " " * mark
 
 
 def _money(value: float) -> str:
     return "never passes" if math.isinf(value) else f"${value:.4f}"
 
 
+def _uplift(report: CrossTierReport | None, tier: str) -> str:
+    uplift = report.tier_uplift.get(tier) if report else None
+    return f"{uplift:+.1%}" if uplift is not None else "—"
+
+
+def legend(level: float, capacity: int) -> list[str]:
+    """What the columns and marks mean, below the table."""
+    return [
+        f"runs, pass %: over all the tier's runs; grade, composite, uplift, cost of pass: over its "
+        f"last {capacity} runs (the window).",
+        "vs baseline: the tier's pass % minus the baseline tier's, in points; "
+        f"{NOT_SIGNIFICANT} = not significant (the interval holds 0).",
+        f"[intervals]: {level:.0%}, anytime-valid (they hold however often you look); an "
+        "experiment's differences hold all at once.",
+        "warming = the drop detectors are still learning the tier's reference; DROPPED = a "
+        "detector paged (alert TierDropped).",
+    ]
+
+
 def render(state: LiveState, header: str, colour: bool, now: float | None = None) -> str:
-    """The live table as text: tiers with their grades, cross-tier uplift, recent changes."""
+    """The live table as text: tiers with their grades, their pass rates over all their runs and
+    the differences from the baseline with their intervals, the drop detectors' state, recent
+    grade changes."""
     now = now if now is not None else time.monotonic()
 
     def paint(text: str, code: str) -> str:
@@ -71,30 +154,37 @@ def render(state: LiveState, header: str, colour: bool, now: float | None = None
             recent[(change.experiment_id, change.tier)] = change
     lines = [header, ""]
     columns = (
-        f"{'experiment':<18} {'tier':<5} {'runs':>5} {'grade':<{GRADE_WIDTH}} {'composite':>9} "
-        f"{'pass rate':>9} {'cost of pass':>13} {'uplift':>8}"
+        f"{'experiment':<{EXPERIMENT_WIDTH}} {'tier':<4} {'runs':>5} {'grade':<{GRADE_WIDTH}} "
+        f"{'composite':>9} {'pass % [interval]':>{PASS_RATE_WIDTH}} "
+        f"{'vs baseline, points':>{DIFFERENCE_WIDTH}} {'uplift':>7} {'cost of pass':>12}"
     )
     lines.append(paint(columns, "1") if colour else columns)
     keys = sorted(state.aggregates, key=lambda k: (k[0], tier_sort_key(k[1])))
     for experiment, tier in keys:
         agg = state.aggregates[(experiment, tier)]
         report = state.reports.get(experiment)
-        uplift = report.tier_uplift.get(tier) if report else None
-        uplift_text = f"{uplift:+.1%}" if uplift is not None else "—"
-        grade = _grade_cell(agg, paint)
-        row = (
-            f"{experiment[:18]:<18} {tier:<5} {agg.runs:>5} {grade} "
-            f"{agg.composite_score.median:>9.3f} {agg.pass_rate.mean:>9.0%} "
-            f"{_money(agg.cost_of_pass.median):>13} {uplift_text:>8}"
-        )
         highlight = recent.get((experiment, tier))
+        # A highlighted row is painted as a whole: a cell's own colour would end its background.
+        cell_paint = _plain if highlight is not None else paint
+        row = (
+            f"{experiment[:EXPERIMENT_WIDTH]:<{EXPERIMENT_WIDTH}} {tier:<4} "
+            f"{agg.cumulative.runs:>5} {_grade_cell(agg, cell_paint)} "
+            f"{agg.composite_score.median:>9.3f} "
+            f"{pass_rate_text(agg.cumulative):>{PASS_RATE_WIDTH}} "
+            f"{_difference_cell(tier, report, cell_paint)} "
+            f"{_uplift(report, tier):>7} {_money(agg.cost_of_pass.median):>12}"
+        )
         if highlight is not None:
             arrow = "▼" if highlight.direction == "drop" else "▲"
-            row += f"  {arrow} {highlight.previous_grade}→{highlight.grade}"
+            row += f" {arrow} {highlight.previous_grade}→{highlight.grade}"
             row = paint(row, "41;97" if highlight.direction == "drop" else "42;30")
         lines.append(row)
     if not keys:
         lines.append("(waiting for the first aggregates…)")
+    else:
+        level = next(iter(state.reports.values())).difference_confidence if state.reports else 0.95
+        capacity = state.aggregates[keys[0]].capacity
+        lines += [""] + [paint(line, DIM) for line in legend(level, capacity)]
     if state.changes:
         lines += ["", "grade changes (newest last):"]
         for _, change in state.changes[-6:]:

@@ -46,10 +46,11 @@ def fetch(url: str) -> bytes:
 
 
 def list_table(answer: ExperimentList) -> str:
-    """One line per experiment: its tiers' grades and its last update."""
+    """One line per experiment: its tiers' grades (`!` after a dropped tier's) and its last
+    update."""
     lines = [f"{'experiment':<28} {'tiers':>5}  {'grades':<40} last update"]
     for exp in answer.experiments:
-        grades = " ".join(f"{t.tier}:{t.grade}" for t in exp.tiers)
+        grades = " ".join(f"{t.tier}:{t.grade}{'!' if t.dropped else ''}" for t in exp.tiers)
         lines.append(
             f"{exp.experiment_id[:28]:<28} {len(exp.tiers):>5}  {grades[:40]:<40} "
             f"{exp.last_update.isoformat()}"
@@ -61,13 +62,18 @@ def list_table(answer: ExperimentList) -> str:
 
 
 def detail_table(answer: ExperimentDetail) -> str:
-    """An experiment's tiers as the demo's table."""
+    """An experiment's tiers as the demo's table: per tier its runs, grade (with DROPPED or
+    "warming" for its drop detectors), pass rate over all its runs with its interval, and its
+    difference from the baseline with its interval and `~` when not significant; a legend says
+    what the columns and marks mean."""
     state = LiveState()
     for agg in answer.tiers:
         state.aggregates[(agg.experiment_id, agg.tier)] = agg
+    header = f"experiment {answer.experiment_id}"
     if answer.cross_tier is not None:
         state.reports[answer.experiment_id] = answer.cross_tier
-    return render(state, f"experiment {answer.experiment_id}", colour=False)
+        header += f" · baseline {answer.cross_tier.baseline_tier}"
+    return render(state, header, colour=False)
 
 
 def status(base: str, experiment: str | None, as_json: bool) -> str:

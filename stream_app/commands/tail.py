@@ -21,10 +21,11 @@ from typing import Any, Final, Literal, Protocol, TextIO
 
 from pydantic import BaseModel, ValidationError
 
-from schemas.aggregates import TierAggregate
+from schemas.aggregates import DropStatus, TierAggregate
 from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
+from stream_app.commands.live_table import difference_text, pass_rate_text
 from stream_app.commands.terminal_text import printable
 from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
@@ -122,12 +123,22 @@ def _key(record: KafkaRecord) -> str:
     return printable(record.key.decode("utf-8", "replace")) if record.key is not None else "-"
 
 
+def _drop(drop: DropStatus) -> str:
+    """The drop detectors: warming up, or each one's evidence (1 pages), and DROPPED."""
+    if not drop.monitoring:
+        return "drop detectors warming up"
+    evidence = " ".join(f"{detector} {ratio:.2f}" for detector, ratio in drop.evidence.items())
+    return f"DROPPED (evidence {evidence})" if drop.dropped else f"drop evidence {evidence}"
+
+
 def _aggregate(agg: TierAggregate) -> str:
     filling = " (filling)" if agg.runs < agg.capacity else ""
+    cumulative = agg.cumulative
     return (
         f"{printable(agg.experiment_id)}/{agg.tier}  grade {agg.grade}  "
         f"median composite {agg.composite_score.median:.3f}  "
-        f"window {agg.runs}/{agg.capacity}{filling}"
+        f"window {agg.runs}/{agg.capacity}{filling}  "
+        f"all {cumulative.runs} runs: pass % {pass_rate_text(cumulative)}  {_drop(agg.drop)}"
     )
 
 
@@ -153,7 +164,13 @@ def _report(report: CrossTierReport) -> str:
     if not report.tier_uplift:
         return f"{head} none yet (no {report.baseline_tier} aggregate)"
     parts = [f"{tier} {_uplift(value)}" for tier, value in report.tier_uplift.items()]
-    return f"{head} " + "  ".join(parts)
+    line = f"{head} " + "  ".join(parts)
+    if report.pass_rate_difference:
+        differences = "  ".join(
+            f"{tier} {difference_text(d)}" for tier, d in report.pass_rate_difference.items()
+        )
+        line += f"  pass % vs {report.baseline_tier}, points: {differences}"
+    return line
 
 
 def _detail(detail: Any) -> str:

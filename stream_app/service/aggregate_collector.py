@@ -221,6 +221,7 @@ class TierEntry(NamedTuple):
     capacity: int
     composite_median: float
     latest_completed_at: datetime
+    dropped: bool
 
 
 class ExperimentEntry(NamedTuple):
@@ -251,6 +252,7 @@ class AggregateCollector:
             agg.capacity,
             agg.composite_score.median,
             agg.latest_completed_at,
+            agg.drop.dropped,
         )
 
     def set_experiment(self, report: CrossTierReport, raw: bytes) -> None:

@@ -68,6 +68,7 @@ class QueryAnswers:
                     capacity=entry.capacity,
                     composite_median=entry.composite_median,
                     latest_completed_at=entry.latest_completed_at,
+                    dropped=entry.dropped,
                 )
             )
         return [summary(e, by_experiment[e]) for e in sorted(by_experiment)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -87,14 +88,59 @@ def test_aggregate_line() -> None:
     kind = resolve_topic(SETTINGS, "aggregates").kind
     full = format_record(kind, Record("tier-aggregates", aggregates[0], b"exp/T0"))
     filling = format_record(kind, Record("tier-aggregates", aggregates[1], b"exp/T1"))
-    assert full == "exp/T0  grade B  median composite 0.925  window 10/10"
-    assert filling == "exp/T1  grade F  median composite 0.425  window 3/10 (filling)"
+    assert full == (
+        "exp/T0  grade B  median composite 0.925  window 10/10  "
+        "all 10 runs: pass % 100.0 [62.3, 100.0]  drop detectors warming up"
+    )
+    assert filling == (
+        "exp/T1  grade F  median composite 0.425  window 3/10 (filling)  "
+        "all 3 runs: pass % 0.0 [0.0, 75.0]  drop detectors warming up"
+    )
+
+
+def test_aggregate_line_of_a_tier_watched_and_of_a_dropped_one() -> None:
+    """After 50 runs the detectors watch and their evidence shows (1 pages); 45 passing runs
+    then failing ones make the pass-rate detector page."""
+    lines = [
+        encode(
+            make_event(
+                run_id=f"exp/{tier}/{n}",
+                tier=tier,
+                passed=tier == "T0" or n < 45,
+                completed_at=f"2026-01-05T{9 + n // 60:02d}:{n % 60:02d}:00Z",
+            )
+        )
+        for tier in ("T0", "T2")
+        for n in range(80)
+    ]
+    watched, dropped = (
+        format_record("aggregates", Record("tier-aggregates", a.model_dump_json().encode()))
+        for a in replay_lines(lines, SETTINGS).tiers
+    )
+    assert re.fullmatch(
+        r"exp/T0  grade B .* all 80 runs: pass % 100\.0 \[9\d\.\d, 100\.0\]  "
+        r"drop evidence pass_rate 0\.\d\d score 0\.\d\d",
+        watched,
+    ), watched
+    assert re.fullmatch(
+        r"exp/T2  grade F .* all 80 runs: pass % 56\.2 \[\d+\.\d, \d+\.\d\]  "
+        r"DROPPED \(evidence pass_rate \d\.\d\d score \d\.\d\d\)",
+        dropped,
+    ), dropped
 
 
 def test_report_line() -> None:
     _, reports = replayed({"T0": 10, "T1": 3, "T2": 1})
     line = format_record("cross_tier", Record("cross-tier-reports", reports[0], b"exp"))
-    assert line == "exp  uplift over T0: T1 -54.1%  T2 -54.1%"
+    assert line == (
+        "exp  uplift over T0: T1 -54.1%  T2 -54.1%  pass % vs T0, points: "
+        "T1 -100.0 [-100.0, +100.0] ~  T2 -100.0 [-100.0, +100.0] ~"
+    )
+    _, reports = replayed({"T0": 60, "T1": 60})
+    line = format_record("cross_tier", Record("cross-tier-reports", reports[-1], b"exp"))
+    high = json.loads(reports[-1])["pass_rate_difference"]["T1"]["high"]
+    assert high < 0
+    assert line.endswith(f"pass % vs T0, points: T1 -100.0 [-100.0, {100 * high:.1f}]")  # no ~
     _, without_baseline = replayed({"T1": 3})
     line = format_record("cross_tier", Record("cross-tier-reports", without_baseline[0], b"exp"))
     assert line == "exp  uplift over T0: none yet (no T0 aggregate)"

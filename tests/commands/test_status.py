@@ -1,0 +1,126 @@
+"""`stream-app status`: the query API's answers as tables, and its errors as one line, against a
+stand-in API on a local port (the real one: tests/integration/test_query_api.py)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from helpers import encode, make_event
+from schemas.query_api import ExperimentDetail, ExperimentList, ExperimentSummary, TierSummary
+from stream_app.commands.status import StatusError, api_url, detail_table, list_table, status
+from stream_app.core.replay import replay_lines
+from stream_app.service.settings import load_settings
+
+
+def detail(runs: dict[str, int], failing: frozenset[str] = frozenset()) -> ExperimentDetail:
+    """What `GET /api/experiments/exp` answers after `runs` runs of each tier (those of the
+    `failing` tiers fail), the last 40 of T3 failing after 60 that pass when T3 is given."""
+    lines = [
+        encode(
+            make_event(
+                run_id=f"exp/{tier}/{n}",
+                tier=tier,
+                passed=tier not in failing and not (tier == "T3" and n >= 60),
+                completed_at=f"2026-01-05T{9 + n // 60:02d}:{n % 60:02d}:00Z",
+            )
+        )
+        for tier, count in runs.items()
+        for n in range(count)
+    ]
+    report = replay_lines(lines, load_settings())
+    return ExperimentDetail(
+        experiment_id="exp", tiers=report.tiers, cross_tier=report.cross_tier[-1]
+    )
+
+
+def row(text: str, tier: str) -> str:
+    return next(line for line in text.splitlines() if re.match(rf"exp\s+{tier}\s", line))
+
+
+def test_detail_shows_runs_grade_intervals_differences_and_the_detectors() -> None:
+    answer = detail({"T0": 60, "T1": 60, "T2": 20, "T3": 100}, failing=frozenset({"T1"}))
+    text = detail_table(answer)
+    assert text.splitlines()[0] == "experiment exp · baseline T0"
+    t0, t1, t2, t3 = (row(text, t) for t in ("T0", "T1", "T2", "T3"))
+    assert re.match(r"exp\s+T0\s+60 B\s+0\.925\s+100\.0 \[91\.1, 100\.0\]\s+baseline\s", t0), t0
+    # T1 always fails: significantly below the baseline (no `~`).
+    assert re.search(r"\s0\.0 \[0\.0, 8\.9\]\s+-100\.0 \[-100\.0, -\d+\.\d\]\s+-\d", t1), t1
+    # T2 has had 20 runs: its detectors still learn, and its difference is not significant.
+    assert re.match(r"exp\s+T2\s+20 B warming\s", t2), t2
+    assert re.search(r"\+0\.0 \[-\d+\.\d, \+\d+\.\d\] ~", t2), t2
+    # T3 passed 60 runs, then failed 40: its pass-rate detector paged.
+    assert re.match(r"exp\s+T3\s+100 F DROPPED\s", t3), t3
+    assert "~ = not significant" in text
+    assert "\x1b" not in text
+
+
+def test_detail_before_the_first_report() -> None:
+    answer = detail({"T0": 10}).model_copy(update={"cross_tier": None})
+    text = detail_table(answer)
+    assert text.splitlines()[0] == "experiment exp"
+    assert re.search(r"\]\s+—\s+—\s", row(text, "T0")), row(text, "T0")
+
+
+def test_list_shows_each_tiers_grade() -> None:
+    at = datetime(2026, 1, 5, 9, tzinfo=UTC)
+    tiers = [
+        TierSummary(
+            tier=t, grade=g, runs=10, capacity=10, composite_median=0.9, latest_completed_at=at
+        )
+        for t, g in (("T0", "A"), ("T1", "C"))
+    ]
+    answer = ExperimentList(
+        experiments=[ExperimentSummary(experiment_id="exp", tiers=tiers, last_update=at)],
+        workers=2,
+    )
+    text = list_table(answer)
+    assert re.search(r"^exp\s+2  T0:A T1:C\s+2026-01-05T09:00:00\+00:00$", text, re.M), text
+    assert text.endswith("1 experiment(s) from 2 worker(s)")
+    assert "(no experiment yet)" in list_table(ExperimentList(experiments=[], workers=1))
+
+
+def test_ids_are_percent_encoded_whole() -> None:
+    assert api_url("http://h:1/", None) == "http://h:1/api/experiments"
+    assert api_url("http://h:1", "team a/..") == "http://h:1/api/experiments/team%20a%2F%2E%2E"
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    """A stand-in query API: the experiment `exp`, and a 404 for any other."""
+    body = detail({"T0": 60, "T1": 20}).model_dump_json().encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path == "/api/experiments/exp"
+            payload = body if found else json.dumps({"error": "unknown experiment"}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_status_of_an_experiment_and_its_json(api: str) -> None:
+    text = status(api, "exp", as_json=False)
+    assert re.match(r"exp\s+T1\s+20 B warming\s", row(text, "T1"))
+    assert json.loads(status(api, "exp", as_json=True))["experiment_id"] == "exp"
+    with pytest.raises(StatusError, match=r"^404: unknown experiment$"):
+        status(api, "nope", as_json=False)
