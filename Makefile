@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ../shared/data/scylla-runs.jsonl
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo observe replay test test-fast tools bench lint format schemas clean
+.PHONY: help install demo observe replay test test-fast tools bench simulate lint format schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess wo
 bench: $(STAMP) ## the benchmark (minutes; writes BENCHMARKS.md and bench/results/)
 	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+simulate: $(STAMP) ## seeded simulations of the drop page and the intervals (docs/statistics.md; SIMULATE_ARGS=--quick)
+	$(BIN)/python bench/detection.py $(SIMULATE_ARGS)
 
 format: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

@@ -30,6 +30,7 @@ The state is a value: `observe` returns a new one, so the tier state can assign 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -123,15 +124,23 @@ def _bernstein(z: float, reference: Reference) -> float:
     return 7 * z * z / (6 * (reference.runs - 1))
 
 
-def _falls(reference: float, smallest: float) -> tuple[float, ...]:
-    return tuple(min(k * smallest, reference * (1 - 0.5**k)) for k in FALLS)
+def _falls(reference: float, smallest: float) -> tuple[float, float, float]:
+    """The d of each fall: 1, 2 and 3 times the smallest, at most to 1/2, 1/4, 1/8 of the
+    reference."""
+    return (
+        min(smallest, reference * 0.5),
+        min(2 * smallest, reference * 0.75),
+        min(3 * smallest, reference * 0.875),
+    )
 
 
 def pass_bets(reference: float, design: DropDesign) -> tuple[float, ...]:
     """Lam of each fall for pass/fail runs: the Bernoulli likelihood ratio of m - d against m."""
     if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
         return ()
-    return tuple(d / (reference * (1 - reference)) for d in _falls(reference, design.smallest_fall))
+    variance = reference * (1 - reference)
+    a, b, c = _falls(reference, design.smallest_fall)
+    return (a / variance, b / variance, c / variance)
 
 
 def score_bets(reference: float, variance: float, design: DropDesign) -> tuple[float, ...]:
@@ -141,7 +150,12 @@ def score_bets(reference: float, variance: float, design: DropDesign) -> tuple[f
         return ()
     cap = _BET_CAP / (1 - reference)
     spread = max(variance, _MIN_VARIANCE)
-    return tuple(min(d / (spread + d * d), cap) for d in _falls(reference, design.smallest_fall))
+    a, b, c = _falls(reference, design.smallest_fall)
+    return (
+        min(a / (spread + a * a), cap),
+        min(b / (spread + b * b), cap),
+        min(c / (spread + c * c), cap),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +176,7 @@ class DropState:
     def statistic(self, detector: Detector) -> float:
         """The detector's mixture statistic: it pages at `design.threshold`."""
         i = DETECTORS.index(detector) * len(FALLS)
-        return _WEIGHT * math.fsum(self.evidence[i : i + len(FALLS)])
+        return _mixture(self.evidence, i)
 
     def ratio(self, detector: Detector, design: DropDesign) -> float:
         """The statistic as a fraction of its threshold on a log scale (log(1 + R) / log(1 +
@@ -182,36 +196,42 @@ class DropState:
         self, passed: float, score: float, design: DropDesign
     ) -> tuple[DropState, Detector | None]:
         """The state after one more accepted run, and the detector that paged on it (None: no
-        page)."""
-        monitoring = self.monitoring(design)
-        halfway = math.sqrt(design.threshold)
+        page). The hot path of every accepted run: plain loops over six numbers."""
+        threshold = design.threshold
+        old = self.evidence
+        monitoring = self.reference.runs >= design.warmup_runs
         learns = not self.dropped and (
-            not monitoring or all(self.statistic(d) < halfway for d in DETECTORS)
+            not monitoring
+            or max(_mixture(old, 0), _mixture(old, len(FALLS))) < math.sqrt(threshold)
         )
         reference = self.reference.add(passed, score) if learns else self.reference
         if not monitoring:
             return DropState(reference), None
-        evidence, recovery = list(self.evidence), list(self.recovery)
         cap = design.cap
-        runs = zip(self.bets(design), (passed, score), strict=True)
-        for d, ((ref, lams), x) in enumerate(runs):
-            for k in range(len(FALLS)):
-                i = d * len(FALLS) + k
-                if not lams:  # a reference at 0 cannot fall: nothing to watch
-                    evidence[i] = recovery[i] = 0.0
-                    continue
-                e = max(0.0, 1.0 + lams[k] * (ref - x))
-                evidence[i] = min((1.0 + evidence[i]) * e, cap)
-                recovery[i] = min(max(recovery[i], 1.0) * e, cap)
-        moved = DropState(reference, tuple(evidence), tuple(recovery), self.dropped)
+        (pass_ref, pass_lams), (score_ref, score_lams) = self.bets(design)
+        evidence, recovery = _moved(
+            self.evidence, self.recovery, 0, lams=pass_lams, shortfall=pass_ref - passed, cap=cap
+        )
+        more = _moved(
+            self.evidence,
+            self.recovery,
+            len(FALLS),
+            lams=score_lams,
+            shortfall=score_ref - score,
+            cap=cap,
+        )
+        evidence += more[0]
+        recovery += more[1]
         if self.dropped:
-            if all(w <= 1.0 for w in recovery):
+            if max(recovery) <= 1.0:
                 return DropState(reference), None  # recovered: evidence starts afresh
-            return moved, None
-        for detector in DETECTORS:
-            if moved.statistic(detector) >= design.threshold:
-                return DropState(reference, moved.evidence, moved.recovery, True), detector
-        return moved, None
+            return DropState(reference, tuple(evidence), tuple(recovery), True), None
+        page: Detector | None = None
+        for d, detector in enumerate(DETECTORS):
+            if _mixture(evidence, d * len(FALLS)) >= threshold:
+                page = detector
+                break
+        return DropState(reference, tuple(evidence), tuple(recovery), page is not None), page
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able, for the tier state's changelog record."""
@@ -262,6 +282,35 @@ class DropState:
         evidence_values, recovery_values = statistics
         reference = Reference(runs, passes, score_units, square_units)
         return cls(reference, evidence_values, recovery_values, dropped)
+
+
+def _moved(
+    evidence: tuple[float, ...],
+    recovery: tuple[float, ...],
+    start: int,
+    *,
+    lams: tuple[float, ...],
+    shortfall: float,
+    cap: float,
+) -> tuple[list[float], list[float]]:
+    """One detector's statistics after a run that fell `shortfall` below its reference: each
+    fall's e-value 1 + lam * shortfall, into R <- (1 + R) e and W <- max(W, 1) e."""
+    if not lams:  # a reference at 0 cannot fall: nothing to watch
+        return [0.0] * len(FALLS), [0.0] * len(FALLS)
+    out_r, out_w = [], []
+    for k, lam in enumerate(lams):
+        e = max(1.0 + lam * shortfall, 0.0)
+        r = (1.0 + evidence[start + k]) * e
+        w = recovery[start + k]
+        w = (w if w > 1.0 else 1.0) * e
+        out_r.append(r if r < cap else cap)
+        out_w.append(w if w < cap else cap)
+    return out_r, out_w
+
+
+def _mixture(evidence: Sequence[float], start: int) -> float:
+    """The equal mixture of one detector's falls (three numbers from `start`)."""
+    return _WEIGHT * (evidence[start] + evidence[start + 1] + evidence[start + 2])
 
 
 def _count(value: Any, most: int) -> bool:

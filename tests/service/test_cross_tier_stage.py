@@ -1,6 +1,7 @@
 """The cross-tier stage driven in-process: a dict for its table, a list for its sends."""
 
 import asyncio
+import json
 
 from stage_doubles import Sends, Table, records, samples, wiring
 
@@ -125,3 +126,21 @@ def test_a_tombstone_that_names_no_tier_is_a_dead_letter() -> None:
     letters = sends.to(config.topics.dead_letter)
     assert [letter["reason"] for letter in letters] == ["processing_error"] * 2
     assert not table
+
+
+def test_a_state_stored_before_cumulative_counts_loads_and_fills_in() -> None:
+    """An experiment state of four medians per tier (before the counts were kept) loads without
+    quarantine; the tiers have no differences until their next aggregates bring counts."""
+    stage, table, sends = make_stage()
+    config = stage.settings
+    report = replay_lines(SAMPLE, config)
+    t0, t1 = (a for a in report.tiers if a.experiment_id == "test-001" and a.tier in ("T0", "T1"))
+    medians = [t0.composite_score.median, t0.pass_rate.median, t0.impl_rate.median, 0.1]
+    table[b"test-001"] = json.dumps({"T0": medians, "T1": medians}).encode()
+    asyncio.run(stage.handle(records(config.topics.aggregates, [t1.model_dump_json().encode()])))
+    assert not sends.to(config.topics.dead_letter)
+    [sent] = sends.to(config.topics.cross_tier)
+    assert sent["pass_rate_difference"] == {}  # the baseline has no counts yet
+    asyncio.run(stage.handle(records(config.topics.aggregates, [t0.model_dump_json().encode()])))
+    latest = sends.to(config.topics.cross_tier)[-1]
+    assert set(latest["pass_rate_difference"]) == {"T1"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,8 @@ from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.table_stage import TableStage
+
+log = logging.getLogger(__name__)
 
 
 def runs_of(value: bytes) -> tuple[list[Any], bool]:
@@ -116,6 +119,13 @@ class WindowsStage(TableStage[TierState]):
                 added.setdefault(key, []).append(runs[index][1].completed_at_us)
                 if step.grade_change is not None:
                     pending.append(await self.outputs.grade_change(step.grade_change))
+                if step.page is not None:  # the gauge pages; the log says which run did it
+                    log.warning(
+                        "%s dropped: the %s detector paged on run %r",
+                        key,
+                        step.page.replace("_", " "),
+                        runs[index][1].run_id,
+                    )
         if pending:
             await asyncio.gather(*pending)
         for key, state in folded.states.items():
