@@ -128,15 +128,18 @@ def notification(status: str = "firing", **alert_overrides: Any) -> dict[str, An
     alert = {
         "status": status,
         "labels": {
-            "alertname": "TierGradeDropped",
+            "alertname": "TierDropped",
             "experiment": "synthetic-01",
             "tier": "T5",
             "severity": "page",
         },
         "annotations": {
-            "summary": "Grade of T5 dropped in experiment synthetic-01",
-            "description": "The full 10-run window now grades 1 point,\nbelow its best.",
-            "runbook_url": "file:///repo/README.md#runbook-tiergradedropped",
+            "summary": "synthetic-01/T5 dropped (pass_rate evidence at its threshold)",
+            "description": (
+                "synthetic-01/T5's runs fell below the tier's reference:\n"
+                "its pass rate is 20% over its last 10 runs."
+            ),
+            "runbook_url": "file:///repo/README.md#runbook-tierdropped",
         },
         "startsAt": "2026-11-23T14:28:00.000Z",
         "endsAt": "2026-11-23T14:58:00.000Z" if status == "resolved" else "0001-01-01T00:00:00Z",
@@ -147,7 +150,7 @@ def notification(status: str = "firing", **alert_overrides: Any) -> dict[str, An
         "status": status,
         "alerts": [alert],
         "groupLabels": {
-            "alertname": "TierGradeDropped",
+            "alertname": "TierDropped",
             "experiment": "synthetic-01",
             "tier": "T5",
         },
@@ -162,14 +165,14 @@ def test_a_firing_notification_reads_as_a_block() -> None:
     assert "firing" in lines[0]
     assert "FIRING" in text
     for value in (
-        "TierGradeDropped",
+        "TierDropped",
         "synthetic-01",
         "T5",
         "page",
-        "Grade of T5 dropped in experiment synthetic-01",
-        "The full 10-run window now grades 1 point,",
-        "below its best.",
-        "file:///repo/README.md#runbook-tiergradedropped",
+        "synthetic-01/T5 dropped (pass_rate evidence at its threshold)",
+        "synthetic-01/T5's runs fell below the tier's reference:",
+        "its pass rate is 20% over its last 10 runs.",
+        "file:///repo/README.md#runbook-tierdropped",
         "2026-11-23T14:28:00.000Z",
     ):
         assert value in text, value
@@ -200,7 +203,7 @@ def test_an_alert_shows_its_own_labels_and_dashes_for_missing_annotations() -> N
     down = notification(labels={"alertname": "EvalStreamDown", "instance": "127.0.0.1:6066"})
     assert "  instance     127.0.0.1:6066" in format_notification(down).splitlines()
     # Prometheus adds its external labels to every alert: the runbook base is in the link.
-    based = notification(labels={"alertname": "TierGradeDropped", "runbook_base_url": "x"})
+    based = notification(labels={"alertname": "TierDropped", "runbook_base_url": "x"})
     assert "runbook_base_url" not in format_notification(based)
 
 
@@ -224,7 +227,7 @@ def test_receiver_prints_each_notification() -> None:
         assert post(receiver.url, b"{not json") == 400
     finally:
         receiver.stop()
-    assert "Grade of T5 dropped in experiment synthetic-01" in out.getvalue()
+    assert "synthetic-01/T5 dropped (pass_rate evidence at its threshold)" in out.getvalue()
     assert receiver.notifications() == [notification()]
 
 
@@ -246,7 +249,7 @@ def test_receiver_survives_any_json_object(odd: dict[str, Any]) -> None:
     finally:
         receiver.stop()
     assert "Alertmanager notification" in out.getvalue()
-    assert "Grade of T5 dropped in experiment synthetic-01" in out.getvalue()
+    assert "synthetic-01/T5 dropped (pass_rate evidence at its threshold)" in out.getvalue()
 
 
 def test_control_characters_reach_the_terminal_escaped() -> None:
@@ -254,7 +257,7 @@ def test_control_characters_reach_the_terminal_escaped() -> None:
     one must not drive the on-call engineer's terminal."""
     evil = "exp\x1b]0;owned\x07\x1b[2J\r\nFIRING  Fake"
     payload = notification(
-        labels={"alertname": "TierGradeDropped", "experiment": evil, "tier": "T1\x9b31m"},
+        labels={"alertname": "TierDropped", "experiment": evil, "tier": "T1\x9b31m"},
         annotations={"summary": "s\x1b[31m", "description": "two\nlines"},
     )
     text = format_notification(payload)

@@ -25,7 +25,7 @@ from harness import (
     wait_until,
 )
 from stream_app.commands.broker import EmbeddedBroker
-from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.synthetic import Drop, synthetic_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -37,7 +37,7 @@ def synthetic(count: int, seed: int) -> list[bytes]:
             experiments=3,
             seed=seed,
             start=datetime(2026, 4, 1, tzinfo=UTC),
-            drop=GradeDrop(experiment="synthetic-01", tier="T5", after=0.5),
+            drop=Drop(experiment="synthetic-01", tier="T5", after=0.5),
         )
     )
 

@@ -1,6 +1,6 @@
 """The observability kit against a real Prometheus scraping a live worker on the embedded broker,
-with a grade drop injected by the synthetic producer: every dashboard and rule query runs and
-returns series, and TierGradeDropped fires."""
+with a drop injected by the synthetic producer: every dashboard and recording rule query runs
+and returns series, and TierDropped fires for the dropped tier."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from harness import Worker, produce_lines, require_tansu, settings_for, wait_unt
 from helpers import REPO, encode, make_event, prometheus_tool
 from stream_app.commands.broker import EmbeddedBroker, free_port
 from stream_app.commands.processes import stop_process
-from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.synthetic import Drop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 
@@ -133,9 +133,11 @@ def test_dashboards_and_alerts_against_live_prometheus(
     worker.wait_ready()
     prometheus = prometheus_for(worker.port)
     settings = settings_for(broker)
+    # 100 runs of each tier: the drop's tier has 50 before its drop (the detectors' warm-up)
+    # and pages within the 50 after.
     lines = list(
         synthetic_lines(
-            2100, experiments=3, seed=5, drop=GradeDrop(experiment="synthetic-01", tier="T5")
+            2100, experiments=3, seed=5, drop=Drop(experiment="synthetic-01", tier="T5")
         )
     )
     bad = [b"{not json", encode(make_event(run_id="x", passed="yes"))]
@@ -146,19 +148,19 @@ def test_dashboards_and_alerts_against_live_prometheus(
         return [
             a
             for a in alerts
-            if a["labels"]["alertname"] == "TierGradeDropped" and a["state"] == "firing"
+            if a["labels"]["alertname"] == "TierDropped" and a["state"] == "firing"
         ]
 
-    alerts = wait_until(firing, 90, interval=1, what="TierGradeDropped firing")
+    alerts = wait_until(firing, 90, interval=1, what="TierDropped firing")
     drop = [
         a
         for a in alerts
         if a["labels"]["experiment"] == "synthetic-01" and a["labels"]["tier"] == "T5"
     ]
-    assert drop, alerts
+    assert drop == alerts, alerts  # no other tier dropped
     assert drop[0]["labels"]["severity"] == "page"
-    assert "synthetic-01" in drop[0]["annotations"]["summary"]
-    assert drop[0]["annotations"]["runbook_url"] == "README.md#runbook-tiergradedropped"
+    assert drop[0]["annotations"]["summary"].startswith("synthetic-01/T5 dropped (")
+    assert drop[0]["annotations"]["runbook_url"] == "README.md#runbook-tierdropped"
     wait_until(lambda: prometheus.query("evalstream:consumer_lag_messages"), 30, what="lag gauge")
 
     empty = []

@@ -2,7 +2,8 @@
 Alertmanager against a live worker on the embedded broker. Checked: the worker is scraped, the
 repository's rules are loaded, the web UIs and their assets answer, an alert posted to
 Alertmanager reaches the webhook receiver and is printed (the inhibit rules holding back a tier
-alert while no worker is up, and not while one of several is down), a child that dies is
+alert while no worker is up, and not while one of several is down, and a dropped tier's baseline
+warning while its page fires), a child that dies is
 reported, a busy port is one line, and SIGINT, SIGTERM or SIGHUP leaves no process and no temp
 directory behind."""
 
@@ -252,7 +253,7 @@ def test_observe_scrapes_the_worker_with_the_rules_and_serves_the_uis(
     for page in ("/graph", "/classic/alerts", "/classic/rules", "/classic/targets"):
         status, body = get(run.prometheus + page)
         assert status == 200, (page, body[:300])
-    assert b"TierGradeDropped" in get(run.prometheus + "/classic/alerts")[1]
+    assert b"TierDropped" in get(run.prometheus + "/classic/alerts")[1]
     consoles = get(run.prometheus + "/consoles/prometheus.html")
     assert consoles[0] == 200, consoles[1][:300]
     assets = (
@@ -303,34 +304,36 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
         [
             {
                 "labels": {
-                    "alertname": "TierGradeFailing",
+                    "alertname": "TierDropped",
                     "experiment": "exp-observe",
                     "tier": "T3",
                     "severity": "page",
                 },
                 "annotations": {
-                    "summary": "exp-observe/T3 grades F",
-                    "description": "The full window of exp-observe/T3 has graded F.",
-                    "runbook_url": RUNBOOKS + "#runbook-tiergradefailing",
+                    "summary": "exp-observe/T3 dropped (score evidence at its threshold)",
+                    "description": "The evidence of exp-observe/T3's score detector is at the "
+                    "threshold.",
+                    "runbook_url": RUNBOOKS + "#runbook-tierdropped",
                 },
                 "startsAt": now,
             }
         ],
     )
     block = wait_until(
-        lambda: "exp-observe/T3 grades F" in run.output() and run.output(),
+        lambda: "exp-observe/T3 dropped" in run.output() and run.output(),
         20,
         what="the notification printed",
     )
-    printed = next(b for b in block.split("\n\n") if "exp-observe/T3 grades F" in b)
+    printed = next(b for b in block.split("\n\n") if "exp-observe/T3 dropped" in b)
     for text in (
         "firing",
-        "TierGradeFailing",
+        "TierDropped",
         "exp-observe",
         "T3",
         "page",
-        "The full window of exp-observe/T3 has graded F.",
-        RUNBOOKS + "#runbook-tiergradefailing",
+        "exp-observe/T3 dropped (score evidence at its threshold)",
+        "The evidence of exp-observe/T3's score detector is at the threshold.",
+        RUNBOOKS + "#runbook-tierdropped",
         "startsAt",
     ):
         assert text in printed, (text, printed)
@@ -340,9 +343,10 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
     def now() -> str:
         return datetime.now(UTC).isoformat()
 
-    def tier_alert(experiment: str) -> dict[str, Any]:
-        labels = {"alertname": "TierGradeDropped", "experiment": experiment, "tier": "T4"}
-        return {"labels": {**labels, "severity": "page"}, "startsAt": now()}
+    def tier_alert(experiment: str, name: str = "TierDropped") -> dict[str, Any]:
+        labels = {"alertname": name, "experiment": experiment, "tier": "T4"}
+        severity = "page" if name == "TierDropped" else "warning"
+        return {"labels": {**labels, "severity": severity}, "startsAt": now()}
 
     def down(instance: str) -> dict[str, Any]:
         labels = {"alertname": "EvalStreamDown", "instance": instance, "severity": "page"}
@@ -355,6 +359,31 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
         20,
         what="EvalStreamDown of one worker and a tier alert printed",
     )
+    # A tier that dropped holds back its own baseline warning (one incident, one alert), not
+    # another tier's.
+    post_alerts(
+        run.alertmanager,
+        [
+            tier_alert("exp-alive", "TierRegressedVsBaseline"),
+            tier_alert("exp-other", "TierRegressedVsBaseline"),
+        ],
+    )
+    wait_until(lambda: "exp-other" in run.output(), 20, what="the other tier's warning printed")
+
+    def held_back(experiment: str) -> bool:
+        body = get(run.alertmanager + "/api/v2/alerts")[1]
+        return any(
+            a["labels"]["alertname"] == "TierRegressedVsBaseline"
+            and a["labels"].get("experiment") == experiment
+            and a["status"]["inhibitedBy"]
+            for a in json.loads(body)
+        )
+
+    wait_until(lambda: held_back("exp-alive"), 10, what="exp-alive's warning held back")
+    assert not held_back("exp-other")
+    time.sleep(2)  # two group_waits: it would have been sent by now
+    blocks = run.output().split("\n\n")
+    assert not [b for b in blocks if "TierRegressedVsBaseline" in b and "exp-alive" in b]
 
     # While no worker is up (EvalStreamNoWorker), tier alerts and EvalStreamDown are held back
     # (the inhibit rules of production). Posted one after the other, each with a fresh
@@ -376,9 +405,9 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
         }
 
     wait_until(
-        lambda: inhibited() == {"TierGradeDropped", "EvalStreamDown"},
+        lambda: inhibited() == {"TierDropped", "EvalStreamDown"},
         10,
-        what="TierGradeDropped and EvalStreamDown inhibited",
+        what="TierDropped and EvalStreamDown inhibited",
     )
     time.sleep(2)  # two group_waits: they would have been sent by now
     assert "exp-inhibited" not in run.output(), run.output()

@@ -20,7 +20,7 @@ from harness import (
 )
 from helpers import SAMPLE_FILE, encode, make_event
 from stream_app.commands.broker import EmbeddedBroker
-from stream_app.commands.synthetic import GradeDrop, synthetic_lines
+from stream_app.commands.synthetic import Drop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_sigkill_before_the_first_commit_then_restart_converges_to_replay(
             experiments=3,
             seed=11,
             start=datetime(2026, 3, 1, tzinfo=UTC),
-            drop=GradeDrop(experiment="synthetic-01", tier="T5", after=0.5),
+            drop=Drop(experiment="synthetic-01", tier="T5", after=0.5),
         )
     )
     first = Worker(broker, tmp_path, "first").start()

@@ -21,8 +21,7 @@ RULES = REPO / "prometheus" / "rules" / "evalstream.rules.yml"
 DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 ALERTS = {
-    "TierGradeDropped",
-    "TierGradeFailing",
+    "TierDropped",
     "TierRegressedVsBaseline",
     "EvalEventsRejected",
     "EvalStreamDown",
@@ -104,6 +103,34 @@ def test_alertmanager_config() -> None:
     assert "SUCCESS" in run(
         prometheus_tool("amtool"), "check-config", "prometheus/alertmanager.yml"
     )
+
+
+def alert_names(matcher: str) -> set[str]:
+    """The alerts of the rules an Alertmanager matcher on `alertname` selects."""
+    match = re.fullmatch(r'alertname(=~?)"([^"]*)"', matcher)
+    assert match, matcher
+    op, value = match.groups()
+    return {a for a in ALERTS if (re.fullmatch(value, a) if op == "=~" else a == value)}
+
+
+def test_inhibit_rules() -> None:
+    """While no worker is up, every tier alert and EvalStreamDown are held back; a tier that
+    dropped holds back its own baseline warning (one incident, one alert), no other tier's; every
+    name an inhibit rule gives is an alert of the rules."""
+    config = yaml.safe_load((REPO / "prometheus" / "alertmanager.yml").read_text())
+    rules = {}
+    for rule in config["inhibit_rules"]:
+        (source,) = rule["source_matchers"]
+        (target,) = rule["target_matchers"]
+        for alternative in re.findall(r'"([^"]*)"', target)[0].split("|"):
+            assert alternative in ALERTS, f"{alternative!r} is not an alert of the rules"
+        (name,) = alert_names(source)
+        rules[name] = (alert_names(target), rule.get("equal"))
+    tier_alerts = {a for a in ALERTS if a.startswith("Tier")}
+    assert rules == {
+        "EvalStreamNoWorker": (tier_alerts | {"EvalStreamDown"}, None),
+        "TierDropped": ({"TierRegressedVsBaseline"}, ["experiment", "tier"]),
+    }
 
 
 def test_alerts_are_complete() -> None:
