@@ -12,9 +12,10 @@ fixed-sample interval read that way misses far more often.
   values in [0, 1] (pass rates, composite scores). For values between 0 and 1 the binomial
   likelihood ratio is convex in the value, so its mean is still at most 1: the sequence holds for
   any bounded values, not only for passes and failures.
-- `difference_sequence`: the difference of two such means, from the product of two normal-mixture
-  martingales (values in [0, 1] are sub-Gaussian with variance 1/4): valid however the runs of
-  the two tiers interleave; its width is set to be smallest near `TIGHTEST_RUNS` runs a tier.
+- `difference_sequence`: the difference of two such means, valid however the runs of the two
+  tiers interleave: the product of two normal-mixture martingales (values in [0, 1] are
+  sub-Gaussian with variance 1/4; narrowest near `TIGHTEST_RUNS` runs a tier), intersected with
+  the difference of the two means' own sequences (narrow near 0 and 1).
 
 Everything takes sums and counts only: the state behind an interval is O(1) per tier."""
 
@@ -128,16 +129,34 @@ def _edge(total: float, runs: int, level: float) -> float:
 def difference_sequence(
     total_a: float, runs_a: int, total_b: float, runs_b: int, confidence: float = 0.95
 ) -> Interval:
-    """A confidence sequence for mean(a) - mean(b) of two independent streams of values in
-    [0, 1], valid at every time whatever the order the two streams' values arrive in; [-1, 1]
-    while either has no run.
+    """A confidence sequence for mean(a) - mean(b) of two independent streams in [0, 1].
 
-    Each stream's centred sum S (about its true mean) makes the normal-mixture martingale
+    Valid at every time whatever the order the two streams' values arrive in; [-1, 1] while
+    either has no run. The intersection of two sequences, each given half the error:
+
+    - the product of the streams' normal-mixture martingales (`_ellipse_shadow`), narrowest for
+      means near 1/2, where a value varies most;
+    - each mean's own sequence (`mean_sequence`, a quarter of the error each), whose
+      difference of ends is narrow for means near 0 or 1 (95 % against 100 %, say), where the
+      variance bound 1/4 of the first is far too wide.
+
+    Both hold at once with at least `confidence` (a union bound), so their intersection does."""
+    if runs_a <= 0 or runs_b <= 0:
+        return Interval(-1.0, 1.0)
+    error = 1 - confidence
+    shadow = _ellipse_shadow(total_a, runs_a, total_b, runs_b, 1 - error / 2)
+    a = mean_sequence(total_a, runs_a, 1 - error / 4)
+    b = mean_sequence(total_b, runs_b, 1 - error / 4)
+    return Interval(max(shadow.low, a.low - b.high), min(shadow.high, a.high - b.low))
+
+
+def _ellipse_shadow(
+    total_a: float, runs_a: int, total_b: float, runs_b: int, confidence: float
+) -> Interval:
+    """Each stream's centred sum S (about its true mean) makes the normal-mixture martingale
     sqrt(rho / (rho + V)) exp(S^2 / (2 (rho + V))), V = runs / 4; their product is one too, and
     Ville's inequality bounds the chance it ever reaches 1 / (1 - confidence). Where it has not,
     the two means lie in an ellipse; its shadow on mean(a) - mean(b) is this interval."""
-    if runs_a <= 0 or runs_b <= 0:
-        return Interval(-1.0, 1.0)
     log_alpha = math.log(1 / (1 - confidence))
     rho = _rho(log_alpha)
     v_a, v_b = runs_a * _SUB_GAUSSIAN_VARIANCE, runs_b * _SUB_GAUSSIAN_VARIANCE
