@@ -544,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--rate", type=float, metavar="R", help="events per second (default: max)")
     produce.add_argument("--experiments", type=int, default=3, help="synthetic experiments (3)")
     _add_scenario(produce)
-    produce.add_argument("--drop-tier", default="T5", help="tier whose grade drops halfway (T5)")
+    produce.add_argument("--drop-tier", default="T5", help="tier that drops halfway (T5)")
     produce.add_argument("--seed", type=int, default=7, help="synthetic random seed (7)")
     _add_broker(produce)
     _add_config(produce)

@@ -1,7 +1,7 @@
 """`stream-app demo`: the whole pipeline on one machine, live.
 
 Starts the embedded broker (unless a broker is configured), one worker as a subprocess, and a
-producer replaying the bundled real runs (or synthetic runs with an injected grade drop), and shows
+producer replaying the bundled real runs (or synthetic runs with an injected drop), and shows
 a live table built from the output topics until Ctrl-C or `--duration`. Everything it started is
 stopped by PID on the way out, whatever happens, and its temporary directory is removed (unless
 `--keep-workdir`).

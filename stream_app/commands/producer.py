@@ -1,7 +1,7 @@
 """`stream-app produce`: publish events (raw lines of a file, or synthetic runs) to the input
 topic, keyed by `experiment_id` when the line has one, at an optional steady rate, with
 progress. The worker partitions by experiment: keyed so, an experiment's runs reach it in the
-file's order, and what depends on arrival order (grade changes, the grade-drop signal) equals
+file's order, and what depends on arrival order (grade changes, totals, the drop detectors) equals
 `stream-app replay` of the file."""
 
 from __future__ import annotations
