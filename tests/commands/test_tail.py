@@ -134,7 +134,7 @@ def test_report_line() -> None:
     line = format_record("cross_tier", Record("cross-tier-reports", reports[0], b"exp"))
     assert line == (
         "exp  uplift over T0: T1 -54.1%  T2 -54.1%  pass % vs T0, points: "
-        "T1 -100.0 [-100.0, +100.0] ~  T2 -100.0 [-100.0, +100.0] ~"
+        "T1 -100.0 [-100.0, +36.9] ~  T2 -100.0 [-100.0, +49.1] ~"
     )
     _, reports = replayed({"T0": 60, "T1": 60})
     line = format_record("cross_tier", Record("cross-tier-reports", reports[-1], b"exp"))

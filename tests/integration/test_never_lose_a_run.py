@@ -28,6 +28,7 @@ from harness import (
 )
 from helpers import SAMPLE_FILE, encode, make_event
 from stream_app.commands.broker import EmbeddedBroker
+from stream_app.commands.producer import experiment_key
 from stream_app.core.replay import replay_lines
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.partitioning import partition_for
@@ -48,7 +49,13 @@ async def _send(
     await producer.start()
     try:
         for topic, value in messages:
-            await producer.send(topic or settings.topics.input, value=value, partition=partition)
+            # Spread over the partitions (partition None) the way `produce` does it, keyed by
+            # experiment: an experiment's runs then arrive in the order sent, and the totals and
+            # drop detectors (which depend on that order) can equal replay's.
+            key = experiment_key(value) if partition is None else None
+            await producer.send(
+                topic or settings.topics.input, value=value, key=key, partition=partition
+            )
         await producer.flush()
     finally:
         await producer.stop()

@@ -47,7 +47,7 @@ def test_demo_runs_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None
             lambda: (
                 (t := out.read_text(errors="replace"))
                 and "processed 1,080/1,080" in t
-                and "test-003           T6        3" in t.rsplit("processed", 1)[-1]
+                and "test-003       T6       3" in t.rsplit("processed", 1)[-1]
                 and t
             ),
             timeout=120,
@@ -67,7 +67,7 @@ def test_demo_runs_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None
     final = text.split("final state:")[1]
     rows = [line for line in final.splitlines() if re.match(r"test-00\d\s+T\d", line)]
     assert len(rows) == 21, final
-    assert "test-001           T0       10 A" in final
+    assert "test-001       T0      72 A" in final  # all 72 runs of the tier
     # Everything it started is gone: the broker's and the worker's ports are closed.
     assert not port_open("127.0.0.1", int(broker.group(1)))
     assert not port_open("127.0.0.1", int(metrics.group(2)))

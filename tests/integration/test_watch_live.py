@@ -210,4 +210,4 @@ def test_demo_shows_a_directory_live(tmp_path: Path) -> None:
     assert "runs of " + str(results) + " as they finish" in text
     assert "watching: 31 of 31 runs published" in text
     final = text.split("final state:")[1]
-    assert "test-001           T0       10" in final, final
+    assert "test-001       T0      14" in final, final  # its runs of the 31
