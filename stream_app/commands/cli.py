@@ -6,14 +6,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
+from schemas.replay_report import SkippedRun
 from stream_app import __version__
 from stream_app.commands.broker import BrokerError
 from stream_app.commands.demo import DemoError
 from stream_app.commands.observe import add_observe_parser
 from stream_app.commands.worker import StartupError
-from stream_app.core.replay import replay_lines
+from stream_app.core.replay import Replay
 from stream_app.service.settings import ConfigError, Settings, load_settings
 
 EXIT_OK = 0
@@ -47,54 +48,14 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, **overrides)
 
 
-def _cmd_replay(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
-    source: BinaryIO
+def _replayed(
+    args: argparse.Namespace, settings: Settings, retire: bool = False
+) -> tuple[Replay, list[SkippedRun], bool]:
+    """The history `replay` and `backtest` read (one JSON-lines file, `-` for stdin, or
+    ProjectScylla directories) through one `Replay`; also the runs of the directories that made
+    no event, and whether they were directories."""
     paths = [Path(name) for name in args.paths]
     if len(paths) > 1 or paths[0].is_dir():
-        from stream_app.scylla.directory_replay import replay_directories
-        from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
-
-        for path in paths:
-            if not path.is_dir():
-                raise UserError(f"{path} is not a directory (give one file, or directories)")
-        for path in paths:
-            if not experiment_dirs([path]):
-                raise UserError(f"no ProjectScylla experiment in {path} ({WHAT_AN_EXPERIMENT_IS})")
-        report = replay_directories(paths, settings, args.retire)
-    elif args.paths[0] == "-":
-        source = sys.stdin.buffer
-        report = replay_lines(source, settings, args.retire)
-    else:
-        try:
-            with paths[0].open("rb") as source:
-                report = replay_lines(source, settings, args.retire)
-        except OSError as exc:
-            raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
-    sys.stdout.write(report.model_dump_json(indent=2))
-    sys.stdout.write("\n")
-    sys.stdout.flush()
-    if report.rejected:
-        print(f"stream-app replay: {len(report.rejected)} line(s) rejected", file=sys.stderr)
-    for skipped in report.skipped_runs:
-        print(
-            f"stream-app replay: skipped {skipped.path}: {skipped.reason}: {skipped.detail}",
-            file=sys.stderr,
-        )
-    problems = report.rejected or report.skipped_runs
-    return EXIT_REJECTED if args.strict and problems else EXIT_OK
-
-
-def _cmd_backtest(args: argparse.Namespace) -> int:
-    from schemas.replay_report import SkippedRun
-    from stream_app.commands.backtest import backtest_report, render
-    from stream_app.core.replay import Replay
-
-    settings = load_settings(args.config)
-    paths = [Path(name) for name in args.paths]
-    skipped: list[SkippedRun] = []
-    directories = len(paths) > 1 or paths[0].is_dir()
-    if directories:  # read as `replay` reads them, through the same directory replay
         from stream_app.scylla.directory_replay import replay_directory_runs
         from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
 
@@ -104,30 +65,62 @@ def _cmd_backtest(args: argparse.Namespace) -> int:
         for path in paths:
             if not experiment_dirs([path]):
                 raise UserError(f"no ProjectScylla experiment in {path} ({WHAT_AN_EXPERIMENT_IS})")
-        replay, skipped = replay_directory_runs(paths, settings)
-    else:
-        replay = Replay(settings)
-        if args.paths[0] == "-":
-            replay.feed_lines(sys.stdin.buffer)
-        else:
-            try:
-                with paths[0].open("rb") as source:
-                    replay.feed_lines(source)
-            except OSError as exc:
-                raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
+        replay, skipped = replay_directory_runs(paths, settings, retire)
+        return replay, skipped, True
+    replay = Replay(settings, retire)
+    if args.paths[0] == "-":
+        replay.feed_lines(sys.stdin.buffer)
+        return replay, [], False
+    try:
+        with paths[0].open("rb") as source:
+            replay.feed_lines(source)
+    except OSError as exc:
+        raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
+    return replay, [], False
+
+
+def _say_skipped(command: str, rejected: int, skipped: list[SkippedRun]) -> None:
+    """What a replay left out, on stderr (the document on stdout has the details)."""
+    if rejected:
+        print(f"stream-app {command}: {rejected} line(s) rejected", file=sys.stderr)
+    for run in skipped:
+        print(
+            f"stream-app {command}: skipped {run.path}: {run.reason}: {run.detail}", file=sys.stderr
+        )
+
+
+def _add_history(parser: argparse.ArgumentParser) -> None:
+    """The history `replay` and `backtest` read (see `_replayed`)."""
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE|DIR",
+        help="a JSON-lines file, - for stdin, or ProjectScylla experiment directories",
+    )
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    replay, skipped, _ = _replayed(args, load_settings(args.config), args.retire)
+    report = replay.report().model_copy(update={"skipped_runs": skipped})
+    sys.stdout.write(report.model_dump_json(indent=2))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    _say_skipped("replay", len(report.rejected), report.skipped_runs)
+    problems = report.rejected or report.skipped_runs
+    return EXIT_REJECTED if args.strict and problems else EXIT_OK
+
+
+def _cmd_backtest(args: argparse.Namespace) -> int:
+    from stream_app.commands.backtest import backtest_report, render
+
+    replay, skipped, directories = _replayed(args, load_settings(args.config))
     report = backtest_report(replay, skipped)
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
         sys.stdout.write(render(report, "run" if directories else "line"))
     sys.stdout.flush()
-    if report.rejected:
-        print(f"stream-app backtest: {report.rejected} line(s) rejected", file=sys.stderr)
-    for run in report.skipped_runs:
-        print(
-            f"stream-app backtest: skipped {run.path}: {run.reason}: {run.detail}",
-            file=sys.stderr,
-        )
+    _say_skipped("backtest", report.rejected, report.skipped_runs)
     return EXIT_OK
 
 
@@ -143,12 +136,7 @@ def _add_backtest(sub: Any) -> None:
             "EVALSTREAM_DROP_FALSE_PAGE_RUNS, --config FILE) on history before it pages anyone."
         ),
     )
-    backtest.add_argument(
-        "paths",
-        nargs="+",
-        metavar="FILE|DIR",
-        help="a JSON-lines file, - for stdin, or ProjectScylla experiment directories",
-    )
+    _add_history(backtest)
     backtest.add_argument(
         "--json", action="store_true", help="print one JSON document (schemas/json/backtest-report)"
     )
@@ -508,12 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
             "aggregates, cross-tier reports, rejected lines and ignored counts as JSON."
         ),
     )
-    replay.add_argument(
-        "paths",
-        nargs="+",
-        metavar="FILE|DIR",
-        help="a JSON-lines file, - for stdin, or ProjectScylla experiment directories",
-    )
+    _add_history(replay)
     replay.add_argument(
         "--strict", action="store_true", help="exit 1 when any line (or run directory) was rejected"
     )
