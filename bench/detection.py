@@ -112,11 +112,15 @@ def _stationary(args: tuple[float, int, int, int]) -> tuple[float, int, int]:
 
 
 def false_pages(quick: bool, jobs: int) -> str:
-    """Stationary tiers at every 5 % step."""
+    """Stationary tiers at every 5 % step, and a few long-lived ones (the reference stays after
+    drop_reference_runs: does a tier of 100,000 runs page more?)."""
     tiers, runs = (20, 5_000) if quick else (100, 10_000)
     work = [(rate, tiers, runs, 7 + k) for k, rate in enumerate(RATES)]
+    long_tiers, long_runs = (4, 50_000) if quick else (20, 100_000)
+    long_work = [(rate, long_tiers, long_runs, 70 + k) for k, rate in enumerate((0.3, 0.6, 0.9))]
     with ProcessPoolExecutor(jobs) as pool:
         rows = list(pool.map(_stationary, work))
+        long_rows = list(pool.map(_stationary, long_work))
     total = sum(r[1] for r in rows)
     pages = sum(r[2] for r in rows)
     lines = [
@@ -131,6 +135,14 @@ def false_pages(quick: bool, jobs: int) -> str:
         f"| all | {total:,} | {pages} | {pages / total * 1e6:.2f} (bound: "
         f"{1e6 / CoreConfig().drop_false_page_runs:.2f}) |"
     )
+    lines += [
+        "",
+        f"Long-lived tiers, {long_tiers} tiers x {long_runs:,} runs per pass rate:",
+        "",
+        "| pass rate | runs | false pages | per 1,000,000 runs |",
+        "|---|---|---|---|",
+        *(f"| {r:.0%} | {n:,} | {p} | {p / n * 1e6:.2f} |" for r, n, p in long_rows),
+    ]
     return "\n".join(lines)
 
 
@@ -445,7 +457,8 @@ def main(argv: list[str]) -> int:
     print(
         f"Design: drop_false_page_runs={design.false_page_runs:,.0f} (each detector's "
         f"threshold {design.threshold:,.0f}), drop_smallest_fall={design.smallest_fall}, "
-        f"drop_warmup_runs={design.warmup_runs}, drop_reference_z={design.reference_z}\n",
+        f"drop_warmup_runs={design.warmup_runs}, drop_reference_runs={design.reference_runs}, "
+        f"drop_reference_z={design.reference_z}\n",
         flush=True,
     )
     for name in args.only.split(","):

@@ -270,9 +270,9 @@ def regressed_alert(scraped: Scraped, experiment: str, tier: str, at_s: int) -> 
             "description": (
                 f"{experiment}/{tier}'s pass rate over all its runs minus the baseline tier's is "
                 f"{'below 0' if estimate is None else percentage(estimate)}, and its interval "
-                f"lies wholly below 0 (its upper end is {percentage(high)}): with 95 % "
-                "confidence (interval_confidence) for all of the experiment's tiers at once, at "
-                "any time, this tier passes less often than the baseline."
+                f"lies wholly below 0 (its upper end is {percentage(high)}): with the "
+                "confidence interval_confidence (95 % by default) for all of the experiment's "
+                "tiers at once, at any time, this tier passes less often than the baseline."
             ),
             "runbook_url": f"{RUNBOOKS}#runbook-tierregressedvsbaseline",
         },

@@ -42,14 +42,16 @@ class CrossTierReport(BaseModel):
     cost_delta: float = Field(description="Max minus min of the tiers' median costs (USD).")
     pass_rate_difference: dict[str, Difference] = Field(
         description="Cumulative pass rate of every non-baseline tier minus the baseline's, with "
-        "an anytime-valid confidence sequence; all of an experiment's intervals hold at once "
-        "with probability difference_confidence (see docs/statistics.md). Empty while the "
-        "baseline has no run."
+        "an anytime-valid confidence sequence; all of an experiment's pass-rate intervals hold "
+        "at once with probability difference_confidence (see docs/statistics.md). Empty while "
+        "the baseline has no run."
     )
     composite_difference: dict[str, Difference] = Field(
-        description="The same for the mean composite score."
+        description="The same for the mean composite score (a family of its own, at the same "
+        "level)."
     )
     difference_confidence: float = Field(
-        description="Simultaneous level of the experiment's differences: each interval is at "
-        "1 - (1 - difference_confidence) / m for its m non-baseline tiers (Bonferroni)."
+        description="Simultaneous level of each family of the experiment's differences: each "
+        "interval is at 1 - (1 - difference_confidence) / m for its m non-baseline tiers "
+        "(Bonferroni)."
     )

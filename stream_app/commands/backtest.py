@@ -48,7 +48,6 @@ def backtest_report(replay: Replay, skipped: list[SkippedRun] | None = None) -> 
     )
     tiers = [_tier(replay.tiers[k], replay, paged) for k in keys]
     duplicate, late = replay.ignored[AddOutcome.DUPLICATE], replay.ignored[AddOutcome.LATE]
-    accepted = sum(t.runs for t in tiers)  # no tier retires in a backtest: every one is here
     return BacktestReport(
         design=BacktestDesign(
             false_page_runs=design.false_page_runs,
@@ -57,7 +56,7 @@ def backtest_report(replay: Replay, skipped: list[SkippedRun] | None = None) -> 
             reference_z=design.reference_z,
             thresholds=dict.fromkeys(DETECTORS, design.threshold),
         ),
-        runs=accepted + len(replay.rejected) + duplicate + late,
+        runs=replay.accepted + len(replay.rejected) + duplicate + late,
         rejected=len(replay.rejected),
         ignored=IgnoredCounts(duplicate=duplicate, late=late),
         skipped_runs=skipped or [],

@@ -99,6 +99,16 @@ def _add_history(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_retire(parser: argparse.ArgumentParser) -> None:
+    """`--retire`: experiments retire by event time, as a live worker's would."""
+    parser.add_argument(
+        "--retire",
+        action="store_true",
+        help="retire experiments idle for experiment_idle_ttl_s of event time, as a worker that "
+        "read the stream live would have (a retired tier starts afresh, its warm-up too)",
+    )
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     replay, skipped, _ = _replayed(args, load_settings(args.config), args.retire)
     report = replay.report().model_copy(update={"skipped_runs": skipped})
@@ -113,7 +123,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_backtest(args: argparse.Namespace) -> int:
     from stream_app.commands.backtest import backtest_report, render
 
-    replay, skipped, directories = _replayed(args, load_settings(args.config))
+    replay, skipped, directories = _replayed(args, load_settings(args.config), args.retire)
     report = backtest_report(replay, skipped)
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -140,6 +150,7 @@ def _add_backtest(sub: Any) -> None:
     backtest.add_argument(
         "--json", action="store_true", help="print one JSON document (schemas/json/backtest-report)"
     )
+    _add_retire(backtest)
     _add_config(backtest)
     backtest.set_defaults(handler=_cmd_backtest)
 
@@ -500,12 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--strict", action="store_true", help="exit 1 when any line (or run directory) was rejected"
     )
-    replay.add_argument(
-        "--retire",
-        action="store_true",
-        help="retire experiments idle for experiment_idle_ttl_s of event time, as a worker that "
-        "read the stream live would have",
-    )
+    _add_retire(replay)
     _add_config(replay)
     replay.set_defaults(handler=_cmd_replay)
 

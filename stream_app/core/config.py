@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Final
+from typing import Final, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.common import TierName
 from stream_app.code_quality.code_bleu import DEFAULT_WEIGHTS as DEFAULT_CODE_BLEU_WEIGHTS
@@ -96,6 +96,13 @@ class CoreConfig(BaseModel):
         le=100_000,
         description="Runs a tier's reference learns from before its detectors run.",
     )
+    drop_reference_runs: int = Field(
+        default=1000,
+        ge=10,
+        le=10_000_000,
+        description="Runs a tier's reference learns from, after which it stays (a slow fall "
+        "cannot drag it down); at least drop_warmup_runs.",
+    )
     drop_reference_z: float = Field(
         default=2.0,
         ge=0.5,
@@ -111,6 +118,15 @@ class CoreConfig(BaseModel):
         "differences against the baseline hold at this level all together.",
     )
 
+    @model_validator(mode="after")
+    def _reference_after_warm_up(self) -> Self:
+        if self.drop_reference_runs < self.drop_warmup_runs:
+            raise ValueError(
+                f"drop_reference_runs ({self.drop_reference_runs}) must be at least "
+                f"drop_warmup_runs ({self.drop_warmup_runs}): the reference learns the warm-up"
+            )
+        return self
+
     @cached_property
     def drop_design(self) -> DropDesign:
         """The drop detectors' design."""
@@ -119,6 +135,7 @@ class CoreConfig(BaseModel):
             self.drop_smallest_fall,
             self.drop_warmup_runs,
             self.drop_reference_z,
+            self.drop_reference_runs,
         )
 
     @cached_property

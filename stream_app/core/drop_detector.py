@@ -7,7 +7,8 @@ the Wilson lower bound of its pass rate, and its mean score less `reference_z` s
 an empirical-Bernstein small-sample term. A run enters the reference only when it is decided
 before the run is seen (not dropped, and no detector more than half-way to its threshold), so a
 drop under way stops feeding its own yardstick within a few runs, while a stationary tier's
-reference is an unbiased sample of it.
+reference is an unbiased sample of it. After `reference_runs` runs it stays: a slow fall,
+whose evidence builds slowly, cannot drag its own yardstick down with it.
 
 Each run's evidence of a fall from the reference m to m - d is the e-value 1 + lam (m - x), the
 likelihood ratio of a pass for a Bernoulli run (lam = d / (m (1 - m))), and for a score sized by
@@ -21,9 +22,14 @@ detectors share the budget: each threshold is twice `false_page_runs`, so a tier
 at most once per `false_page_runs` runs on average, whatever its pass rate and score spread.
 
 A page latches the tier as dropped (one incident, one page); the reference stops learning. It
-clears when the evidence of every fall, counted from its best start (CUSUM: W <- max(W, 1) e), is
-gone, i.e. the runs since look like the reference again. Stepped in arrival order, which for
-events keyed by experiment is the order they were sent, as `replay` reads them.
+clears only on evidence of recovery, a test of the same kind run the other way from the page on:
+bets that each detector's runs are back at the reference m rather than still half the smallest
+fall below it, 1 + lam (x - (m - d/2)), in a Shiryaev-Roberts statistic that must reach the same
+threshold for every detector. While the tier stays at least d/2 below its reference, a drop
+clears by chance at most once per threshold runs, so a lasting drop pages once; a recovered tier
+starts afresh (a new warm-up: the level it recovered to is its new reference). Stepped in
+arrival order, which for events keyed by experiment is the order they were sent, as `replay`
+reads them. The guarantees assume runs independent of their order (docs/statistics.md).
 
 The state is a value: `observe` returns a new one, so the tier state can assign it last."""
 
@@ -58,6 +64,7 @@ class DropDesign:
     smallest_fall: float = 0.2
     warmup_runs: int = 50
     reference_z: float = 2.0
+    reference_runs: int = 1000
 
     @property
     def threshold(self) -> float:
@@ -158,15 +165,32 @@ def score_bets(reference: float, variance: float, design: DropDesign) -> tuple[f
     )
 
 
+def recovery_bet(
+    reference: float, variance: float | None, design: DropDesign
+) -> tuple[float, float] | None:
+    """(m - d/2, lam) of the bet that runs are back at the reference m rather than half the
+    smallest fall d below it: for pass/fail runs (variance None) the Bernoulli likelihood ratio of
+    m against m - d/2, for scores sized like the falls' bets and capped so that one zero score
+    costs at most half the evidence. None when the reference cannot fall."""
+    if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
+        return None
+    half = _falls(reference, design.smallest_fall)[0] / 2
+    low = reference - half
+    if variance is None:
+        return low, half / (low * (1 - low))
+    return low, min(half / (max(variance, _MIN_VARIANCE) + half * half), _BET_CAP / low)
+
+
 @dataclass(frozen=True, slots=True)
 class DropState:
     """`reference`: what the reference learned; `evidence`: the Shiryaev-Roberts statistic R of
-    each (detector, fall); `recovery`: the CUSUM statistic W of each, which clears a drop;
-    `dropped`: a page is in effect. Tuples in the order of DETECTORS x FALLS."""
+    each (detector, fall), in the order of DETECTORS x FALLS; `recovery`: while dropped, each
+    detector's Shiryaev-Roberts statistic of recovery since the page; `dropped`: a page is in
+    effect."""
 
     reference: Reference = field(default_factory=Reference)
     evidence: tuple[float, ...] = (0.0,) * _SIZE
-    recovery: tuple[float, ...] = (0.0,) * _SIZE
+    recovery: tuple[float, ...] = (0.0,) * len(DETECTORS)
     dropped: bool = False
 
     def monitoring(self, design: DropDesign) -> bool:
@@ -200,38 +224,49 @@ class DropState:
         threshold = design.threshold
         old = self.evidence
         monitoring = self.reference.runs >= design.warmup_runs
-        learns = not self.dropped and (
-            not monitoring
-            or max(_mixture(old, 0), _mixture(old, len(FALLS))) < math.sqrt(threshold)
+        learns = (
+            not self.dropped
+            and self.reference.runs < design.reference_runs
+            and (
+                not monitoring
+                or max(_mixture(old, 0), _mixture(old, len(FALLS))) < math.sqrt(threshold)
+            )
         )
         reference = self.reference.add(passed, score) if learns else self.reference
         if not monitoring:
             return DropState(reference), None
         cap = design.cap
         (pass_ref, pass_lams), (score_ref, score_lams) = self.bets(design)
-        evidence, recovery = _moved(
-            self.evidence, self.recovery, 0, lams=pass_lams, shortfall=pass_ref - passed, cap=cap
-        )
-        more = _moved(
-            self.evidence,
-            self.recovery,
-            len(FALLS),
-            lams=score_lams,
-            shortfall=score_ref - score,
-            cap=cap,
-        )
-        evidence += more[0]
-        recovery += more[1]
+        evidence = _moved(old, 0, lams=pass_lams, shortfall=pass_ref - passed, cap=cap)
+        evidence += _moved(old, len(FALLS), lams=score_lams, shortfall=score_ref - score, cap=cap)
         if self.dropped:
-            if max(recovery) <= 1.0:
-                return DropState(reference), None  # recovered: evidence starts afresh
-            return DropState(reference, tuple(evidence), tuple(recovery), True), None
+            recovery = self._recovered(passed, score, design)
+            if min(recovery) >= threshold:
+                return DropState(), None  # recovered: a new warm-up, a new reference
+            return DropState(reference, tuple(evidence), recovery, True), None
         page: Detector | None = None
         for d, detector in enumerate(DETECTORS):
             if _mixture(evidence, d * len(FALLS)) >= threshold:
                 page = detector
                 break
-        return DropState(reference, tuple(evidence), tuple(recovery), page is not None), page
+        return DropState(reference, tuple(evidence), self.recovery, page is not None), page
+
+    def _recovered(self, passed: float, score: float, design: DropDesign) -> tuple[float, ...]:
+        """Each detector's recovery statistic after one more run (at the threshold when its
+        reference cannot fall: nothing to recover)."""
+        ref, z = self.reference, design.reference_z
+        bets = (
+            recovery_bet(ref.pass_rate(z), None, design),
+            recovery_bet(ref.score(z), ref.variance(), design),
+        )
+        out = []
+        for bet, before, x in zip(bets, self.recovery, (passed, score), strict=True):
+            if bet is None:
+                out.append(design.threshold)
+                continue
+            low, lam = bet
+            out.append(min((1.0 + before) * max(1.0 + lam * (x - low), 0.0), design.threshold))
+        return tuple(out)
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able, for the tier state's changelog record."""
@@ -242,23 +277,23 @@ class DropState:
             "s": ref.score_units,
             "q": ref.square_units,
             "r": list(self.evidence),
-            "w": list(self.recovery),
+            "u": list(self.recovery),
             "d": self.dropped,
         }
 
     @classmethod
-    def from_state(cls, data: Any) -> DropState:
+    def from_state(cls, data: Any, design: DropDesign | None = None) -> DropState:
         """Load `to_state`'s output; raises ValueError when it is not one, or is one that no
-        history of runs makes (which could page forever or never)."""
+        history of runs makes (which could page forever or never). With `design`, statistics
+        beyond what it lets them reach are refused too."""
         if not isinstance(data, dict):
             raise ValueError("drop state is not an object")
         runs: Any = data.get("n")
-        dropped = data.get("d")
         passes: Any = data.get("p")
         score_units: Any = data.get("s")
         square_units: Any = data.get("q")
-        evidence, recovery = data.get("r"), data.get("w")
-        if not isinstance(runs, int) or isinstance(runs, bool) or not 0 <= runs < 2**53:
+        dropped = data.get("d")
+        if not _count(runs, 2**53):
             raise ValueError("drop state has a bad reference count")
         if not _count(passes, runs) or not all(
             _count(v, runs * UNIT) for v in (score_units, square_units)
@@ -266,46 +301,56 @@ class DropState:
             raise ValueError("drop state has a bad reference sum")
         if not isinstance(dropped, bool):
             raise ValueError("drop state has a bad dropped flag")
-        statistics = []
-        for values in (evidence, recovery):
-            if not isinstance(values, list) or len(values) != _SIZE:
-                raise ValueError(f"drop state needs {_SIZE} statistics of each kind")
-            if not all(_finite(v) and v >= 0 for v in values):
-                raise ValueError("drop state has a statistic that is not a number >= 0")
-            statistics.append(tuple(float(v) for v in values))
         slack = runs + 1  # each square's rounding: at most one unit
         if (
             square_units > score_units + slack
             or score_units**2 > (square_units + slack) * runs * UNIT
         ):
             raise ValueError("drop state has score sums no scores in [0, 1] make")
-        evidence_values, recovery_values = statistics
-        reference = Reference(runs, passes, score_units, square_units)
-        return cls(reference, evidence_values, recovery_values, dropped)
+        evidence = _statistics(data.get("r"), _SIZE, "evidence")
+        recovery = _statistics(data.get("u"), len(DETECTORS), "recovery")
+        state = cls(Reference(runs, passes, score_units, square_units), evidence, recovery, dropped)
+        if design is not None:
+            state.check(design)
+        return state
+
+    def check(self, design: DropDesign) -> None:
+        """Raise ValueError for statistics no run under `design` leaves: beyond their caps, a
+        detector at its threshold that did not page, or recovery before a drop."""
+        if max(self.evidence) > design.cap or max(self.recovery) > design.threshold:
+            raise ValueError("drop state has a statistic beyond its cap")
+        if not self.dropped and (
+            max(self.recovery) > 0 or max(self.statistic(d) for d in DETECTORS) >= design.threshold
+        ):
+            raise ValueError("drop state is at a threshold without being dropped")
+
+
+def _statistics(values: Any, size: int, kind: str) -> tuple[float, ...]:
+    """A stored list of `size` statistics, each a finite number >= 0."""
+    if not isinstance(values, list) or len(values) != size:
+        raise ValueError(f"drop state needs {size} {kind} statistics")
+    if not all(_finite(v) and v >= 0 for v in values):
+        raise ValueError(f"drop state has {kind} statistics that are not numbers >= 0")
+    return tuple(float(v) for v in values)
 
 
 def _moved(
     evidence: tuple[float, ...],
-    recovery: tuple[float, ...],
     start: int,
     *,
     lams: tuple[float, ...],
     shortfall: float,
     cap: float,
-) -> tuple[list[float], list[float]]:
+) -> list[float]:
     """One detector's statistics after a run that fell `shortfall` below its reference: each
-    fall's e-value 1 + lam * shortfall, into R <- (1 + R) e and W <- max(W, 1) e."""
+    fall's e-value 1 + lam * shortfall, into R <- (1 + R) e."""
     if not lams:  # a reference at 0 cannot fall: nothing to watch
-        return [0.0] * len(FALLS), [0.0] * len(FALLS)
-    out_r, out_w = [], []
+        return [0.0] * len(FALLS)
+    out = []
     for k, lam in enumerate(lams):
-        e = max(1.0 + lam * shortfall, 0.0)
-        r = (1.0 + evidence[start + k]) * e
-        w = recovery[start + k]
-        w = (w if w > 1.0 else 1.0) * e
-        out_r.append(r if r < cap else cap)
-        out_w.append(w if w < cap else cap)
-    return out_r, out_w
+        r = (1.0 + evidence[start + k]) * max(1.0 + lam * shortfall, 0.0)
+        out.append(r if r < cap else cap)
+    return out
 
 
 def _mixture(evidence: Sequence[float], start: int) -> float:
@@ -318,4 +363,10 @@ def _count(value: Any, most: int) -> bool:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number (an integer too large for a float is not one)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

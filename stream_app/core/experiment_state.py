@@ -78,12 +78,12 @@ def _counts(tier: str, counts: list[Any]) -> tuple[int | None, int | None, float
 def _median(value: Any) -> bool:
     """A stored median: a number >= 0, finite (costs, rates and scores are all finite medians
     unless every run of a tier costs +inf, which the contract's cost bound excludes)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:  # an integer too large for a float overflows, and is no median
+        return math.isfinite(value) and value >= 0
+    except OverflowError:
+        return False
 
 
 def fold_aggregates(

@@ -59,6 +59,7 @@ class Replay:
         self.latest: dict[str, TierAggregate] = {}
         self.rejected: list[ReplayRejection] = []
         self.ignored = {AddOutcome.DUPLICATE: 0, AddOutcome.LATE: 0}
+        self.accepted = 0
         self.ignored_lines: dict[int, AddOutcome] = {}
         self.grade_changes: list[GradeChange] = []
         self.pages: list[Page] = []
@@ -134,6 +135,7 @@ class Replay:
                     self.ignored[step.outcome] += 1
                     self.ignored_lines[lines[index]] = step.outcome
                 else:
+                    self.accepted += 1
                     self.idle.touch(split_tier_key(runs[index][0])[0], read_at[index])
                 if step.grade_change is not None:
                     self.grade_changes.append(step.grade_change)

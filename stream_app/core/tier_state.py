@@ -16,7 +16,7 @@ from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
 from stream_app.core.config import CoreConfig
-from stream_app.core.drop_detector import DropState
+from stream_app.core.drop_detector import DropDesign, DropState
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
 from stream_app.core.totals import Totals
@@ -167,8 +167,16 @@ class TierState:
         ).encode()
 
     @classmethod
-    def from_json(cls, experiment_id: str, tier: str, capacity: int, raw: bytes) -> TierState:
-        """Load a stored state; raises ValueError (never anything later) when it is not one."""
+    def from_json(
+        cls,
+        experiment_id: str,
+        tier: str,
+        capacity: int,
+        raw: bytes,
+        design: DropDesign | None = None,
+    ) -> TierState:
+        """Load a stored state; raises ValueError (never anything later) when it is not one
+        (with `design`, also when its drop detectors are where no run under it leaves them)."""
         try:
             data: Any = json.loads(raw)
         except (ValueError, RecursionError) as exc:
@@ -190,7 +198,7 @@ class TierState:
         if "totals" not in data or "detect" not in data:
             raise ValueError("tier state of version 2 has no totals or drop state")
         totals = Totals.from_state(data["totals"])
-        drop = DropState.from_state(data["detect"])
+        drop = DropState.from_state(data["detect"], design)
         if not len(window) <= totals.runs >= drop.reference.runs:
             raise ValueError(
                 "tier state has fewer runs in its totals than in its window or its drop reference"

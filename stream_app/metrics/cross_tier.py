@@ -1,5 +1,6 @@
 """Seed 001's cross-tier metrics of one experiment, over its tiers' current aggregates, and each
-tier's difference from the baseline on every run, with intervals that hold all together."""
+tier's difference from the baseline on every run, with intervals that hold together per family
+(pass rate, composite)."""
 
 from __future__ import annotations
 

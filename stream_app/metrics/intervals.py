@@ -92,7 +92,9 @@ def mean_sequence(total: float, runs: int, confidence: float = 0.95) -> Interval
         return Interval(0.0, 1.0)
     total = min(max(total, 0.0), float(runs))
     level = _log_mixture(total, runs) - math.log(1 / (1 - confidence))
-    return Interval(_edge(total, runs, level), 1.0 - _edge(runs - total, runs, level))
+    # the upper end through the failures' lower one, rounded up (1 - x loses x's low bits)
+    high = min(1.0, math.nextafter(1.0 - _edge(runs - total, runs, level), math.inf))
+    return Interval(_edge(total, runs, level), high)
 
 
 def _edge(total: float, runs: int, level: float) -> float:

@@ -98,7 +98,7 @@ EXPERIMENT_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     (
         "evalstream_tier_pass_rate_difference",
         "Cumulative pass rate minus the baseline's, with its interval (bound); the "
-        "experiment's intervals hold all together, anytime",
+        "experiment's pass-rate differences hold all together, anytime",
     ),
     *((name, doc) for name, (_, doc) in EXPERIMENT_VALUES.items()),
 )

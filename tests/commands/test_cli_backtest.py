@@ -176,3 +176,28 @@ def test_untrusted_ids_are_escaped_for_the_terminal() -> None:
     assert proc.returncode == 0, proc.stderr
     assert b"\x1b" not in proc.stdout
     assert b"evil\\x1b[31m/" in proc.stdout
+
+
+def test_retire_starts_an_idle_experiment_afresh(tmp_path: Path) -> None:
+    """`--retire`, as `replay --retire`: an experiment idle for experiment_idle_ttl_s of event
+    time retires, and a run after that starts its tiers afresh, warm-up included, as the live
+    worker would; without it the tiers go on."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2026, 1, 5, tzinfo=UTC)
+    first = list(synthetic_events(7 * 80, experiments=1, seed=5, start=start))
+    later = list(synthetic_events(7 * 5, experiments=1, seed=6, start=start + timedelta(hours=2)))
+    for event in later:
+        event["run_id"] += "-later"
+    path = tmp_path / "gap.jsonl"
+    path.write_bytes(b"\n".join(json.dumps(e).encode() for e in first + later) + b"\n")
+    ttl = {"EVALSTREAM_EXPERIMENT_IDLE_TTL_S": "3600"}
+    on = BacktestReport.model_validate_json(
+        run("backtest", "--json", "--retire", str(path), env=ttl).stdout
+    )
+    off = BacktestReport.model_validate_json(run("backtest", "--json", str(path), env=ttl).stdout)
+    assert {t.runs for t in on.tiers} == {5}  # afresh after the gap
+    assert not any(t.monitoring for t in on.tiers)
+    assert {t.runs for t in off.tiers} == {85}
+    assert all(t.monitoring for t in off.tiers)
+    assert on.runs == off.runs == 7 * 85

@@ -37,8 +37,9 @@ def test_wilson_interval_matches_the_textbook() -> None:
 def test_each_end_is_where_the_evidence_reaches_its_bound(
     runs: int, share: float, confidence: float
 ) -> None:
-    """Newton's ends agree with the definition: inside (evidence below the bound) just within
-    each end, outside just beyond it, and the estimate always inside."""
+    """Newton's ends agree with the definition: the evidence is at its bound at each end (where
+    the end is a float away from 0 and 1: nearer, the exact end has no float, and the one
+    returned is the nearest outside it), below it just within, and the estimate is inside."""
     total = share * runs
     low, high = mean_sequence(total, runs, confidence)
     bound = math.log(1 / (1 - confidence))
@@ -51,9 +52,11 @@ def test_each_end_is_where_the_evidence_reaches_its_bound(
 
     assert 0.0 <= low <= total / runs <= high <= 1.0
     for end, inward in ((low, 1), (high, -1)):
-        if 0.0 < end < 1.0:
+        if 1e-9 < end < 1 - 1e-9:
             assert evidence(end) == pytest.approx(bound, abs=1e-6)
             assert evidence(end + inward * 1e-6 * max(end * (1 - end), 1e-9)) <= bound + 1e-6
+        elif 0.0 < end < 1.0:  # within a few floats of 0 or 1: at or just outside the bound
+            assert evidence(end) >= bound - 1e-6
 
 
 def test_a_mean_sequence_covers_at_every_run() -> None:

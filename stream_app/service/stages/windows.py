@@ -73,7 +73,10 @@ class WindowsStage(TableStage[TierState]):
         """A stored tier state, checked to aggregate: a state that cannot is caught here, once,
         and quarantined, instead of failing every later run of its tier."""
         experiment_id, tier = split_tier_key(key)
-        state = TierState.from_json(experiment_id, tier, self.settings.window_size, raw)
+        settings = self.settings
+        state = TierState.from_json(
+            experiment_id, tier, settings.window_size, raw, settings.drop_design
+        )
         state.aggregate(self.settings)
         return state
 
