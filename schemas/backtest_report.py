@@ -24,6 +24,7 @@ class BacktestDesign(BaseModel):
     smallest_fall: float = Field(description="drop_smallest_fall.")
     warmup_runs: int = Field(description="drop_warmup_runs.")
     reference_z: float = Field(description="drop_reference_z.")
+    reference_runs: int = Field(description="drop_reference_runs.")
     thresholds: dict[DropDetector, float] = Field(
         description="Each detector's threshold: its statistic pages at this value."
     )
@@ -88,3 +89,8 @@ class BacktestReport(BaseModel):
     )
     pages: list[BacktestPage] = Field(description="By line.")
     tiers: list[BacktestTier] = Field(description="Sorted by experiment, then numeric tier.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What about the history weakens the detectors' guarantees: runs of the same "
+        "subtest back to back (docs/statistics.md).",
+    )

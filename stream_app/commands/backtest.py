@@ -5,6 +5,7 @@ state into a report and says, per tier, why it did or did not page."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from schemas.backtest_report import (
@@ -27,7 +28,53 @@ from stream_app.core.window import AddOutcome
 _NAMES = {"pass_rate": "pass rate", "score": "score"}
 
 
-def backtest_report(replay: Replay, skipped: list[SkippedRun] | None = None) -> BacktestReport:
+class SubtestStreaks:
+    """How often a tier's next run is of the subtest its last run was (ProjectScylla runs each
+    subtest's repeats back to back): the detectors' false-page rate assumes runs independent of
+    their order, and subtests of different difficulty in streaks weaken it. Fed every event's
+    bytes as the history is read; an event it cannot read is not its business (replay says)."""
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, str], str] = {}
+        self.runs: dict[tuple[str, str], int] = {}
+        self.repeats: dict[tuple[str, str], int] = {}
+
+    def see(self, payload: bytes) -> None:
+        """One event as read."""
+        try:
+            event = json.loads(payload)
+            key = (str(event["experiment_id"]), str(event["tier"]))
+            subtest = event.get("subtest")
+        except (ValueError, TypeError, KeyError, RecursionError):
+            return
+        if not isinstance(subtest, str):
+            return
+        self.runs[key] = self.runs.get(key, 0) + 1
+        if self.last.get(key) == subtest:
+            self.repeats[key] = self.repeats.get(key, 0) + 1
+        self.last[key] = subtest
+
+    def notes(self) -> list[str]:
+        """A note when, in some tier, most runs follow one of their own subtest."""
+        streaky = sorted(
+            k for k, n in self.runs.items() if n >= 10 and self.repeats.get(k, 0) > n / 2
+        )
+        if not streaky:
+            return []
+        runs = sum(self.runs[k] for k in streaky)
+        streak = runs / max(runs - sum(self.repeats.get(k, 0) for k in streaky), 1)
+        example = "/".join(streaky[0])
+        return [
+            f"in {len(streaky)} tier(s) (e.g. {example}) runs of the same subtest come back to "
+            f"back, {streak:.1f} in a row on average: the stated false-page rate assumes runs "
+            "independent of their order, and subtests of different difficulty in a row look like "
+            "a drop (docs/statistics.md, 'The evidence and the threshold')"
+        ]
+
+
+def backtest_report(
+    replay: Replay, skipped: list[SkippedRun] | None = None, notes: list[str] | None = None
+) -> BacktestReport:
     """The report of a replay that has read its whole input (it is flushed here)."""
     replay.aggregates()  # folds the pending runs: their pages are in `replay.pages` after it
     config = replay.config
@@ -54,6 +101,7 @@ def backtest_report(replay: Replay, skipped: list[SkippedRun] | None = None) -> 
             smallest_fall=design.smallest_fall,
             warmup_runs=design.warmup_runs,
             reference_z=design.reference_z,
+            reference_runs=design.reference_runs,
             thresholds=dict.fromkeys(DETECTORS, design.threshold),
         ),
         runs=replay.accepted + len(replay.rejected) + duplicate + late,
@@ -62,6 +110,7 @@ def backtest_report(replay: Replay, skipped: list[SkippedRun] | None = None) -> 
         skipped_runs=skipped or [],
         pages=pages,
         tiers=tiers,
+        notes=notes or [],
     )
 
 
@@ -166,4 +215,5 @@ def render(report: BacktestReport, unit: str = "line") -> str:
         f"{report.ignored.duplicate + report.ignored.late} ignored)"
     )
     lines = [*render_pages(report, unit), "", *header, *render_tiers(report, unit), "", totals]
+    lines += [f"note: {printable(note)}" for note in report.notes]
     return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,14 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _replayed(
-    args: argparse.Namespace, settings: Settings, retire: bool = False
+    args: argparse.Namespace,
+    settings: Settings,
+    retire: bool = False,
+    watch: Callable[[bytes], None] | None = None,
 ) -> tuple[Replay, list[SkippedRun], bool]:
     """The history `replay` and `backtest` read (one JSON-lines file, `-` for stdin, or
-    ProjectScylla directories) through one `Replay`; also the runs of the directories that made
-    no event, and whether they were directories."""
+    ProjectScylla directories) through one `Replay`, `watch` shown every event; also the runs
+    of the directories that made no event, and whether they were directories."""
     paths = [Path(name) for name in args.paths]
     if len(paths) > 1 or paths[0].is_dir():
         from stream_app.scylla.directory_replay import replay_directory_runs
@@ -65,18 +68,26 @@ def _replayed(
         for path in paths:
             if not experiment_dirs([path]):
                 raise UserError(f"no ProjectScylla experiment in {path} ({WHAT_AN_EXPERIMENT_IS})")
-        replay, skipped = replay_directory_runs(paths, settings, retire)
+        replay, skipped = replay_directory_runs(paths, settings, retire, watch)
         return replay, skipped, True
     replay = Replay(settings, retire)
     if args.paths[0] == "-":
-        replay.feed_lines(sys.stdin.buffer)
+        replay.feed_lines(_watched(sys.stdin.buffer, watch))
         return replay, [], False
     try:
         with paths[0].open("rb") as source:
-            replay.feed_lines(source)
+            replay.feed_lines(_watched(source, watch))
     except OSError as exc:
         raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
     return replay, [], False
+
+
+def _watched(lines: Iterable[bytes], watch: Callable[[bytes], None] | None) -> Iterator[bytes]:
+    """The lines, each shown to `watch` first (when there is one)."""
+    for line in lines:
+        if watch is not None:
+            watch(line)
+        yield line
 
 
 def _say_skipped(command: str, rejected: int, skipped: list[SkippedRun]) -> None:
@@ -121,10 +132,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_backtest(args: argparse.Namespace) -> int:
-    from stream_app.commands.backtest import backtest_report, render
+    from stream_app.commands.backtest import SubtestStreaks, backtest_report, render
 
-    replay, skipped, directories = _replayed(args, load_settings(args.config), args.retire)
-    report = backtest_report(replay, skipped)
+    streaks = SubtestStreaks()
+    replay, skipped, directories = _replayed(
+        args, load_settings(args.config), args.retire, streaks.see
+    )
+    report = backtest_report(replay, skipped, streaks.notes())
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -193,7 +207,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_produce(args: argparse.Namespace) -> int:
     import asyncio
-    from collections.abc import Iterable
 
     from stream_app.commands.producer import produce
     from stream_app.commands.synthetic import scenario, synthetic_lines

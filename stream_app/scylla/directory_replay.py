@@ -6,7 +6,7 @@ same directories. Event line numbers count runs in that order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schemas.replay_report import ReplayReport, SkippedRun
@@ -22,7 +22,10 @@ def printable(text: object) -> str:
 
 
 def replay_directory_runs(
-    roots: Sequence[Path], config: CoreConfig, retire: bool = False
+    roots: Sequence[Path],
+    config: CoreConfig,
+    retire: bool = False,
+    watch: Callable[[bytes], None] | None = None,
 ) -> tuple[Replay, list[SkippedRun]]:
     """Every finished run of the experiment directories (or results folders) fed in window
     order, and the runs that made no event: the one path of `replay DIR` and `backtest DIR`."""
@@ -35,6 +38,8 @@ def replay_directory_runs(
     ]
     replay = Replay(config, retire)
     for line, event in enumerate(events, start=1):
+        if watch is not None:
+            watch(event.payload)
         replay.feed(event.payload, line)
     return replay, [
         SkippedRun(path=printable(s.path), reason=s.reason, detail=printable(s.detail))

@@ -66,7 +66,7 @@ def test_real_runs_page_nothing_and_say_why() -> None:
         monitored = name.endswith(("/T0", "/T3"))  # 72 and 123 runs; the others 3 to 45
         assert ("no drop" in row) == monitored, row
         assert ("warming up" in row) == (not monitored), row
-    assert out.endswith("0 pages in 0 of 21 tiers, 1080 runs (0 rejected, 0 ignored)\n")
+    assert "\n0 pages in 0 of 21 tiers, 1080 runs (0 rejected, 0 ignored)\nnote: " in out
 
 
 def test_a_drop_pages_once_at_the_run_that_raised_it(drop_file: Path) -> None:
@@ -201,3 +201,19 @@ def test_retire_starts_an_idle_experiment_afresh(tmp_path: Path) -> None:
     assert {t.runs for t in off.tiers} == {85}
     assert all(t.monitoring for t in off.tiers)
     assert on.runs == off.runs == 7 * 85
+
+
+def test_same_subtest_streaks_are_noted(drop_file: Path) -> None:
+    """The bundled real runs repeat each subtest three times in a row (ProjectScylla's order):
+    backtest says that the stated false-page rate assumes otherwise; the synthetic runs, a new
+    subtest each run, get no note."""
+    real = run("backtest", str(REAL_RUNS))
+    assert real.returncode == 0, real.stderr
+    assert (
+        "note: in 18 tier(s) (e.g. test-001/T0) runs of the same subtest come back to back, 3.0"
+        in (real.stdout.decode())
+    )
+    doc = BacktestReport.model_validate_json(run("backtest", "--json", str(REAL_RUNS)).stdout)
+    assert len(doc.notes) == 1
+    synthetic = BacktestReport.model_validate_json(run("backtest", "--json", str(drop_file)).stdout)
+    assert synthetic.notes == []
