@@ -27,7 +27,7 @@ from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
 from stream_app.commands.live_table import difference_text, pass_rate_text
 from stream_app.commands.terminal_text import printable
-from stream_app.service.kafka_client import client_kwargs, wait_for_broker
+from stream_app.service.kafka_client import client_kwargs, topic_partitions, wait_for_broker
 from stream_app.service.settings import Settings
 
 Kind = Literal["aggregates", "grade_changes", "cross_tier", "dead_letter"]
@@ -368,25 +368,16 @@ async def _wait_for_topic(
     await admin.start()
     try:
         progress.connected = True
-        partitions = await _partitions(admin, topic)
+        partitions = await topic_partitions(admin, topic)
         if partitions:
             return partitions, False
         print(f"tail: {topic} does not exist yet; waiting for it", file=note, flush=True)
         while not partitions:
             await asyncio.sleep(TOPIC_POLL_S)
-            partitions = await _partitions(admin, topic)
+            partitions = await topic_partitions(admin, topic)
         return partitions, True
     finally:
         await admin.close()
-
-
-async def _partitions(admin: Any, topic: str) -> set[int]:
-    """The partitions the broker lists for `topic` now; none while it does not exist (or has no
-    leader yet, just after its creation)."""
-    for found in await admin.describe_topics():  # every topic: see _wait_for_topic
-        if found["topic"] == topic and found["error_code"] == 0:
-            return {int(p["partition"]) for p in found["partitions"]}
-    return set()
 
 
 async def tail(

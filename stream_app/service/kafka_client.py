@@ -136,19 +136,36 @@ async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
         await admin.close()
 
 
+async def topic_partitions(admin: Any, topic: str) -> set[int]:
+    """The partitions the broker lists for `topic` now (through an `AIOKafkaAdminClient`); none
+    while it does not exist (or has no leader yet, just after its creation). Asked for every
+    topic, never for this one by name: a Metadata request naming a topic makes a broker that
+    auto-creates topics create it. A consumer's `partitions_for_topic()` reads its own metadata,
+    which on Apache Kafka holds only the topics it was assigned."""
+    for found in await admin.describe_topics():
+        if found["topic"] == topic and found["error_code"] == 0:
+            return {int(p["partition"]) for p in found["partitions"]}
+    return set()
+
+
 async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
     """Every record of `topic` from the beginning up to its high watermark, as reported by the
     fetch responses themselves (ListOffsets can be wrong on the embedded broker). No group."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
 
+    admin = AIOKafkaAdminClient(**client_kwargs(settings))
+    await admin.start()
+    try:
+        partitions = sorted(await topic_partitions(admin, topic))
+    finally:
+        await admin.close()
+    if not partitions:
+        return []
     consumer = AIOKafkaConsumer(**client_kwargs(settings), group_id=None, enable_auto_commit=False)
     await consumer.start()
     records: list[Any] = []
     try:
-        await consumer.topics()  # refresh metadata
-        partitions = sorted(consumer.partitions_for_topic(topic) or [])
-        if not partitions:
-            return []
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)

@@ -1,0 +1,226 @@
+"""A real Apache Kafka broker on loopback: one KRaft node (broker and controller in one process)
+from the jars `scripts/install-kafka.sh` resolves with Maven into `.tools/kafka`. What the tests
+and the benchmark run evalstream against, since production runs Apache Kafka; Tansu
+(`commands/broker.py`) stays the demo's embedded broker.
+
+Settings fit one node: replication factor 1 for the internal topics, no initial rebalance delay, a
+small heap; storage formatted afresh in a directory of its own, removed when it stops (unless the
+caller gave the directory: a restart then finds its data)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from stream_app.commands.broker import BrokerError, free_port, port_open
+from stream_app.commands.processes import stop_process
+
+KAFKA_HOME: Final = Path(
+    os.environ.get("EVALSTREAM_KAFKA_HOME") or Path(__file__).resolve().parents[2] / ".tools/kafka"
+)
+"""Where `scripts/install-kafka.sh` puts the broker: `lib/` (the jars) and its log4j2 config."""
+ONE_NODE: Final[Mapping[str, str]] = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "log.flush.interval.messages": "9223372036854775807",
+}
+JVM_OPTIONS: Final = (
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",  # two cores: no parallel collector threads to compete with the tests
+    "-XX:TieredStopAtLevel=1",  # starts in half the time; a test broker is never CPU-bound long
+    "-Djava.awt.headless=true",
+)
+
+
+def kafka_version(home: Path = KAFKA_HOME) -> str | None:
+    """The installed version (from its `kafka_2.13-<version>.jar`), None when not installed."""
+    jars = sorted((home / "lib").glob("kafka_2.13-*.jar"))
+    return jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar") if jars else None
+
+
+def find_kafka(home: Path = KAFKA_HOME) -> Path:
+    """The installed broker's home; BrokerError, one line, when it is not there or no java."""
+    if kafka_version(home) is None:
+        raise BrokerError(
+            f"no Apache Kafka in {home}: run scripts/install-kafka.sh (needs Java 17 and Maven)"
+        )
+    if shutil.which("java") is None:
+        raise BrokerError("no java on PATH: Apache Kafka needs Java 17 or newer")
+    return home
+
+
+class ApacheKafka:
+    """An Apache Kafka process on 127.0.0.1; a context manager that always stops it.
+
+    `config` adds or overrides broker properties (listeners for SASL and TLS, the log cleaner's
+    pace, ACLs); `listeners` maps extra listener names to their security protocol, each on a
+    port of its own (`ports[name]`)."""
+
+    host = "127.0.0.1"
+
+    def __init__(
+        self,
+        home: Path = KAFKA_HOME,
+        *,
+        workdir: Path | None = None,
+        log_file: Path | None = None,
+        config: Mapping[str, str] | None = None,
+        listeners: Mapping[str, str] | None = None,
+        port: int | None = None,
+        jaas: str | None = None,
+    ) -> None:
+        self.home = find_kafka(home)
+        self.port = port or free_port(self.host)
+        self.controller_port = free_port(self.host)
+        self.ports = {name: free_port(self.host) for name in listeners or {}}
+        self.listeners = dict(listeners or {})
+        self.config = dict(config or {})
+        self.jaas = jaas
+        self.given_workdir = workdir
+        self.workdir: Path | None = None
+        self.log_file = log_file
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """The plaintext listener (`host:port`)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """What clients bootstrap from (the plaintext listener)."""
+        return f"kafka://{self.address}"
+
+    def url_of(self, listener: str) -> str:
+        """The bootstrap URL of an extra listener."""
+        return f"kafka://{self.host}:{self.ports[listener]}"
+
+    def properties(self, data: Path) -> dict[str, str]:
+        """The broker's server.properties."""
+        names = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self.listeners}
+        listeners = [
+            f"PLAINTEXT://{self.address}",
+            f"CONTROLLER://{self.host}:{self.controller_port}",
+            *(f"{name}://{self.host}:{port}" for name, port in self.ports.items()),
+        ]
+        advertised = [listener for listener in listeners if not listener.startswith("CONTROLLER")]
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in names.items()),
+            "log.dirs": str(data),
+            **ONE_NODE,
+            **self.config,
+        }
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [
+            "java",
+            *JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+            *([f"-Djava.security.auth.login.config={self.jaas}"] if self.jaas else []),
+            "-cp",
+            str(self.home / "lib" / "*"),
+            main,
+            *args,
+        ]
+
+    def start(self, timeout: float = 60.0) -> ApacheKafka:
+        """Format the storage (the first time), start the broker and return once it answers.
+
+        Raises:
+            BrokerError: a port is taken, the broker exited, or it did not answer in time.
+        """
+        if port_open(self.host, self.port):
+            raise BrokerError(f"port {self.address} is already in use")
+        self.workdir = self.given_workdir or Path(tempfile.mkdtemp(prefix="evalstream-kafka-"))
+        data = self.workdir / "data"
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties(data).items()))
+        if not (data / "meta.properties").exists():
+            cluster = uuid.uuid4().bytes.hex()[:22]  # any 22 characters of base64's alphabet
+            formatted = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+            if formatted.returncode != 0:
+                raise BrokerError(
+                    "Kafka's storage tool failed: "
+                    + formatted.stdout.decode(errors="replace").strip()[-300:]
+                )
+        output = (self.log_file or self.workdir / "broker.log").open("ab")
+        try:
+            self.process = subprocess.Popen(
+                self._java("kafka.Kafka", str(config)),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            output.close()
+        deadline = time.monotonic() + timeout
+        while not self._answers():
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.stop()
+                raise BrokerError(f"Apache Kafka exited with status {code}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BrokerError(
+                    f"Apache Kafka did not answer on {self.address} in {timeout:.0f} s"
+                )
+            time.sleep(0.2)
+        return self
+
+    def _answers(self) -> bool:
+        """Whether the broker serves requests: its plaintext port is open and its log says the
+        server started (a KRaft node listens a moment before it can serve)."""
+        if not port_open(self.host, self.port):
+            return False
+        log = self.log_file or (self.workdir / "broker.log" if self.workdir else None)
+        return log is not None and log.exists() and b"Kafka Server started" in log.read_bytes()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the broker we started (SIGTERM, then SIGKILL); its directory goes too unless the
+        caller gave it."""
+        process, self.process = self.process, None
+        if process is not None:
+            stop_process(process, timeout)
+        if self.workdir is not None and self.given_workdir is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def __enter__(self) -> ApacheKafka:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
