@@ -83,10 +83,14 @@ class ApacheKafka:
         config: Mapping[str, str] | None = None,
         listeners: Mapping[str, str] | None = None,
         port: int | None = None,
+        advertised_port: int | None = None,
         jaas: str | None = None,
     ) -> None:
         self.home = find_kafka(home)
         self.port = port or free_port(self.host)
+        # Clients connect to the advertised address after bootstrap: a proxy in front of the
+        # broker (the network-cut tests) must be advertised, or traffic would bypass it.
+        self.advertised_port = advertised_port or self.port
         self.controller_port = free_port(self.host)
         self.ports = {name: free_port(self.host) for name in listeners or {}}
         self.listeners = dict(listeners or {})
@@ -104,8 +108,8 @@ class ApacheKafka:
 
     @property
     def url(self) -> str:
-        """What clients bootstrap from (the plaintext listener)."""
-        return f"kafka://{self.address}"
+        """What clients bootstrap from: the plaintext listener's advertised address."""
+        return f"kafka://{self.host}:{self.advertised_port}"
 
     def url_of(self, listener: str) -> str:
         """The bootstrap URL of an extra listener."""
@@ -119,7 +123,10 @@ class ApacheKafka:
             f"CONTROLLER://{self.host}:{self.controller_port}",
             *(f"{name}://{self.host}:{port}" for name, port in self.ports.items()),
         ]
-        advertised = [listener for listener in listeners if not listener.startswith("CONTROLLER")]
+        advertised = [
+            f"PLAINTEXT://{self.host}:{self.advertised_port}",
+            *(f"{name}://{self.host}:{port}" for name, port in self.ports.items()),
+        ]
         return {
             "process.roles": "broker,controller",
             "node.id": "1",

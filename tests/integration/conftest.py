@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness import Worker, require_tansu
-from stream_app.commands.broker import EmbeddedBroker
+from harness import TEST_BROKER, Broker, Worker, make_broker
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -21,10 +20,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     setattr(item, f"report_{report.when}", report)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `also_tansu` runs on both brokers: the embedded one keeps a smoke set."""
+    if "broker" in metafunc.fixturenames and metafunc.definition.get_closest_marker("also_tansu"):
+        kinds = sorted({TEST_BROKER, "tansu"}, key=("kafka", "tansu").index)
+        metafunc.parametrize("broker", kinds, indirect=True)
+
+
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    require_tansu()
-    with EmbeddedBroker(log_file=tmp_path / "broker.log") as b:
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    """A broker of the test's own (Apache Kafka unless EVALSTREAM_TEST_BROKER=tansu)."""
+    kind = getattr(request, "param", TEST_BROKER)
+    with make_broker(tmp_path / "broker.log", kind=kind) as b:
         yield b
 
 

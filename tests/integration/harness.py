@@ -1,5 +1,6 @@
-"""Real processes for the integration tests: the embedded Tansu broker and `stream-app worker`
-subprocesses on loopback. Every process started here is stopped by PID, even when a test fails."""
+"""Real processes for the integration tests: a broker (Apache Kafka by default, the embedded Tansu
+with EVALSTREAM_TEST_BROKER=tansu) and `stream-app worker` subprocesses on loopback. Every process
+started here is stopped by PID, even when a test fails."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 from stream_app.commands.broker import BrokerError, EmbeddedBroker, find_tansu
+from stream_app.commands.kafka_broker import ApacheKafka, find_kafka
 from stream_app.commands.producer import produce
 from stream_app.commands.worker_process import WorkerExited, WorkerProcess
 from stream_app.core.replay import replay_lines
@@ -23,16 +25,49 @@ from stream_app.service.settings import Settings, load_settings
 
 T = TypeVar("T")
 PARTITIONS = 4
+Broker = EmbeddedBroker | ApacheKafka
+BROKERS = ("kafka", "tansu")
+TEST_BROKER = os.environ.get("EVALSTREAM_TEST_BROKER", "kafka")
+"""The one switch: which broker the integration tests run on. Apache Kafka (the production
+target) by default; `tansu` runs them on the demo's embedded broker."""
+if TEST_BROKER not in BROKERS:
+    raise ValueError(f"EVALSTREAM_TEST_BROKER={TEST_BROKER!r}: use one of {', '.join(BROKERS)}")
+
+
+def _required(what: str, check: Callable[[], object]) -> None:
+    """Skip without the broker, except in CI where a missing broker is a failure."""
+    try:
+        check()
+    except BrokerError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs {what}: {exc}")
+        pytest.skip(str(exc))
 
 
 def require_tansu() -> None:
-    """Skip without the broker binary, except in CI where a missing binary is a failure."""
-    try:
-        find_tansu()
-    except BrokerError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs the embedded broker: {exc}")
-        pytest.skip(str(exc))
+    """The embedded broker (the demo's), whatever the test broker is."""
+    _required("the embedded broker", find_tansu)
+
+
+def require_broker(kind: str = TEST_BROKER) -> None:
+    """The test broker: Apache Kafka's jars and java, or Tansu."""
+    if kind == "tansu":
+        require_tansu()
+    else:
+        _required("Apache Kafka (scripts/install-kafka.sh)", find_kafka)
+
+
+def make_broker(
+    log_file: Path,
+    port: int | None = None,
+    advertised_port: int | None = None,
+    kind: str = TEST_BROKER,
+) -> Broker:
+    """A test broker, not started (`start()`, or use it as a context manager)."""
+    require_broker(kind)
+    if kind == "tansu":
+        return EmbeddedBroker(port=port, log_file=log_file, advertised_port=advertised_port)
+    return ApacheKafka(port=port, log_file=log_file, advertised_port=advertised_port)
 
 
 def wait_until(check: Callable[[], T], timeout: float, interval: float = 0.25, what: str = "") -> T:
@@ -60,7 +95,7 @@ def wait_out_dead_member(settings: Settings) -> None:
     time.sleep(settings.session_timeout_s + 3)
 
 
-def settings_for(broker: EmbeddedBroker, **overrides: Any) -> Settings:
+def settings_for(broker: Broker, **overrides: Any) -> Settings:
     return load_settings(broker_url=broker.url, partitions=PARTITIONS, **overrides)
 
 
@@ -70,7 +105,7 @@ class Worker(WorkerProcess):
 
     def __init__(
         self,
-        broker: EmbeddedBroker,
+        broker: Broker,
         workdir: Path,
         name: str,
         command: list[str] | None = None,

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from harness import Worker, require_tansu, settings_for, wait_until
+from harness import Broker, Worker, settings_for, wait_until
 from helpers import prometheus_tool
-from stream_app.commands.broker import EmbeddedBroker, free_port
+from stream_app.commands.broker import free_port
 from stream_app.commands.observe import ObserveConfig, ObserveStack, find_tools
 from stream_app.commands.producer import produce
 from stream_app.commands.synthetic import Drop, synthetic_lines
@@ -55,9 +55,8 @@ def pages(notifications: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_drop_pages_through_alertmanager_and_nothing_else_does(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
-    require_tansu()
     prometheus_tool("prometheus")  # skip locally without the binaries; fail in CI
     prometheus_tool("prometheus-alertmanager")
     worker = Worker(broker, tmp_path, "chain").start()

@@ -15,16 +15,16 @@ import pytest
 from tcp_proxy import TcpProxy
 
 from harness import (
+    Broker,
     Worker,
     assert_grade_change_chains,
     expected_outputs,
+    make_broker,
     outputs_equal_replay,
     produce_lines,
-    require_tansu,
     settings_for,
     wait_until,
 )
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.commands.synthetic import Drop, synthetic_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -49,7 +49,7 @@ def received(worker: Worker) -> float:
 
 
 def test_three_sigkills_while_20k_events_stream_in(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     settings = settings_for(broker)
     lines = synthetic(20_000, seed=3)
@@ -88,7 +88,7 @@ def test_three_sigkills_while_20k_events_stream_in(
 
 
 def test_survivor_takes_all_partitions_and_recovers_the_tables(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     settings = settings_for(broker)
     lines = synthetic(4000, seed=4)
@@ -124,9 +124,8 @@ def test_survivor_takes_all_partitions_and_recovers_the_tables(
 
 
 @pytest.fixture
-def proxied(tmp_path: Path) -> Iterator[tuple[EmbeddedBroker, TcpProxy]]:
-    require_tansu()
-    broker = EmbeddedBroker(log_file=tmp_path / "broker.log")
+def proxied(tmp_path: Path) -> Iterator[tuple[Broker, TcpProxy]]:
+    broker = make_broker(tmp_path / "broker.log")
     proxy = TcpProxy(broker.port)
     broker.advertised_port = proxy.port
     proxy.start()
@@ -139,7 +138,7 @@ def proxied(tmp_path: Path) -> Iterator[tuple[EmbeddedBroker, TcpProxy]]:
 
 
 def test_broker_connection_cut_for_ten_seconds(
-    proxied: tuple[EmbeddedBroker, TcpProxy], workers: list[Worker], tmp_path: Path
+    proxied: tuple[Broker, TcpProxy], workers: list[Worker], tmp_path: Path
 ) -> None:
     broker, proxy = proxied
     settings = settings_for(broker)

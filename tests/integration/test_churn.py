@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import Worker, produce_lines, records, require_tansu, settings_for, wait_until
+from harness import Broker, Worker, produce_lines, records, settings_for, wait_until
 from helpers import encode, make_event
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.commands.worker_process import Samples, metric_total
 
 pytestmark = pytest.mark.integration
@@ -39,9 +38,8 @@ def wave(n: int) -> list[bytes]:
 
 
 def test_twenty_thousand_experiments_retire_and_leave_nothing_behind(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
-    require_tansu()
     worker = Worker(
         broker,
         tmp_path,

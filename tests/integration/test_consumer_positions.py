@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from harness import settings_for
-from stream_app.commands.broker import EmbeddedBroker
+from harness import Broker, settings_for
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.kafka_compat import seek_to_committed_or_reset
 
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.integration
 TP = TopicPartition("compat", 0)
 
 
-async def consumer_at_end(broker: EmbeddedBroker, records: int) -> AIOKafkaConsumer:
+async def consumer_at_end(broker: Broker, records: int) -> AIOKafkaConsumer:
     """A group consumer (no commits yet) that has read `records` records of `TP`."""
     settings = settings_for(broker)
     await ensure_topics(settings, [TP.topic])
@@ -51,7 +50,7 @@ async def consumer_at_end(broker: EmbeddedBroker, records: int) -> AIOKafkaConsu
 
 
 def test_a_partition_never_committed_is_rewound_to_the_reset_position(
-    broker: EmbeddedBroker,
+    broker: Broker,
 ) -> None:
     async def scenario() -> list[Any]:
         consumer = await consumer_at_end(broker, 5)
@@ -86,7 +85,7 @@ def test_a_partition_never_committed_is_rewound_to_the_reset_position(
 
 
 def test_latest_policy_puts_a_never_committed_partition_at_its_end(
-    broker: EmbeddedBroker,
+    broker: Broker,
 ) -> None:
     async def scenario() -> int:
         consumer = await consumer_at_end(broker, 4)

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from harness import (
+    Broker,
     Worker,
     expected_outputs,
     outputs_equal_replay,
@@ -23,7 +24,6 @@ from harness import (
     wait_until,
 )
 from helpers import CORPUS_MAX_BYTES, SAMPLE_FILE, corpus_stream
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.service.kafka_client import client_kwargs
 from stream_app.service.settings import Settings
 
@@ -45,7 +45,7 @@ async def send(settings: Settings, messages: list[tuple[bytes | None, bytes]]) -
 
 
 def test_corpus_through_a_live_worker(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     worker = Worker(
         broker, tmp_path, "corpus", EVALSTREAM_MAX_MESSAGE_BYTES=str(CORPUS_MAX_BYTES)

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer
 
 import faulty_worker
 from harness import (
+    Broker,
     Worker,
     assert_grade_change_chains,
     expected_outputs,
@@ -27,7 +28,6 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.commands.producer import experiment_key
 from stream_app.core.replay import replay_lines
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
@@ -101,14 +101,14 @@ def metric(worker: Worker, name: str, **labels: str) -> float:
     return worker.metrics().get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def start(broker: EmbeddedBroker, workers: list[Worker], tmp: Path, name: str, **kw: Any) -> Worker:
+def start(broker: Broker, workers: list[Worker], tmp: Path, name: str, **kw: Any) -> Worker:
     worker = Worker(broker, tmp, name, **kw).start()
     workers.append(worker)
     return worker.wait_ready()
 
 
 def test_events_that_overflowed_the_core_are_rejected_alone(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     """Cases 1 and 5: costs whose statistics overflowed, timestamps whose conversion overflowed,
     and timestamps looser than RFC 3339, among 12 valid runs of another tier in one batch."""
@@ -151,7 +151,7 @@ def test_events_that_overflowed_the_core_are_rejected_alone(
 
 
 def test_an_exception_in_the_core_dead_letters_that_event_only_and_replay_agrees(
-    broker: EmbeddedBroker,
+    broker: Broker,
     workers: list[Worker],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -212,7 +212,7 @@ def test_an_exception_in_the_core_dead_letters_that_event_only_and_replay_agrees
 
 
 def test_a_poisoned_stored_state_is_quarantined_and_the_worker_becomes_ready(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     """Case 2: states that cannot be loaded or aggregated sit in both changelogs before the
     worker starts. It becomes ready, dead-letters each with `state_error` and its bytes, resets
@@ -273,7 +273,7 @@ def test_a_poisoned_stored_state_is_quarantined_and_the_worker_becomes_ready(
 
 
 def test_a_dead_letter_that_would_be_too_large_is_cut_and_the_batch_goes_on(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     """Case 4: 1,000,000 bytes of 0x01 (under max_message_bytes) escape to 6 MB of JSON."""
     settings = settings_for(broker)
@@ -311,7 +311,7 @@ def test_a_dead_letter_that_would_be_too_large_is_cut_and_the_batch_goes_on(
     ],
 )
 def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothing(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, topic: str, how: str
+    broker: Broker, workers: list[Worker], tmp_path: Path, topic: str, how: str
 ) -> None:
     settings = settings_for(broker)
     faulty = start(

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import Worker, produce_lines, require_tansu, settings_for, wait_until
+from harness import Broker, Worker, produce_lines, settings_for, wait_until
 from helpers import REPO, encode, make_event, prometheus_tool
-from stream_app.commands.broker import EmbeddedBroker, free_port
+from stream_app.commands.broker import free_port
 from stream_app.commands.processes import stop_process
 from stream_app.commands.synthetic import Drop, synthetic_lines
 
@@ -125,9 +125,8 @@ def all_queries() -> list[str]:
 
 
 def test_dashboards_and_alerts_against_live_prometheus(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, prometheus_for: Any
+    broker: Broker, workers: list[Worker], tmp_path: Path, prometheus_for: Any
 ) -> None:
-    require_tansu()
     worker = Worker(broker, tmp_path, "demo").start()
     workers.append(worker)
     worker.wait_ready()

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import Worker, require_tansu, wait_until
+from harness import Broker, Worker, wait_until
 from helpers import REPO, prometheus_tool
-from stream_app.commands.broker import EmbeddedBroker, free_port
+from stream_app.commands.broker import free_port
 from stream_app.commands.processes import stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -220,9 +220,8 @@ def served(url: str) -> int:
 
 
 def test_observe_scrapes_the_worker_with_the_rules_and_serves_the_uis(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path, observe_runs: list[ObserveRun]
+    broker: Broker, workers: list[Worker], tmp_path: Path, observe_runs: list[ObserveRun]
 ) -> None:
-    require_tansu()
     require_binaries()
     worker = Worker(broker, tmp_path, "observed").start()
     workers.append(worker)

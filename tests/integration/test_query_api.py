@@ -18,15 +18,14 @@ import pytest
 from harness import (
     Worker,
     latest,
+    make_broker,
     outputs_equal_replay,
     produce_lines,
-    require_tansu,
     settings_for,
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
 from schemas.common import tier_sort_key
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -60,9 +59,8 @@ def quoted(experiment: str) -> str:
 def group(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Settings, list[Worker]]]:
-    require_tansu()
     workdir = tmp_path_factory.mktemp("query-api")
-    with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
+    with make_broker(workdir / "broker.log") as broker:
         workers = [Worker(broker, workdir, name) for name in ("w1", "w2")]
         try:
             for worker in workers:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import Worker, require_tansu, wait_until
-from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
+from harness import Worker, make_broker, require_tansu, wait_until
+from stream_app.commands.broker import free_port, port_open
 
 pytestmark = pytest.mark.integration
 
@@ -90,9 +90,8 @@ def test_worker_reports_a_taken_port_in_one_line() -> None:
 def test_worker_started_before_the_broker_waits_then_works(
     tmp_path: Path, workers: list[Worker]
 ) -> None:
-    require_tansu()
     port = free_port()
-    broker = EmbeddedBroker(port=port, log_file=tmp_path / "broker.log")
+    broker = make_broker(tmp_path / "broker.log", port=port)
     worker = Worker(broker, tmp_path, "early").start()
     workers.append(worker)
     try:

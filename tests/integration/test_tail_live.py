@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import (
+    Broker,
     Worker,
     outputs_equal_replay,
     produce_lines,
@@ -26,7 +27,6 @@ from harness import (
 )
 from helpers import SAMPLE_FILE
 from schemas.grade_change import GradeChange
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.commands.tail import _aggregate
 from stream_app.core.replay import replay_lines
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
@@ -40,7 +40,7 @@ SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 class Tail:
     """`stream-app tail` as a user runs it, pointed at the test broker with --broker."""
 
-    def __init__(self, tmp_path: Path, broker: EmbeddedBroker, *args: str) -> None:
+    def __init__(self, tmp_path: Path, broker: Broker, *args: str) -> None:
         self.out = tmp_path / f"tail-{os.urandom(4).hex()}.out"
         self.err = self.out.with_suffix(".err")
         with self.out.open("wb") as out, self.err.open("wb") as err:
@@ -85,7 +85,7 @@ async def consumer_groups(settings: Settings) -> list[str]:
 
 
 def test_tail_prints_aggregates_and_dead_letters(
-    tmp_path: Path, broker: EmbeddedBroker, workers: list[Worker]
+    tmp_path: Path, broker: Broker, workers: list[Worker]
 ) -> None:
     settings = settings_for(broker)
     worker = Worker(broker, tmp_path, "worker").start()
@@ -143,7 +143,7 @@ def test_tail_prints_aggregates_and_dead_letters(
 
 
 def test_timeout_before_max_is_exit_status_1(
-    tmp_path: Path, broker: EmbeddedBroker, workers: list[Worker]
+    tmp_path: Path, broker: Broker, workers: list[Worker]
 ) -> None:
     settings = settings_for(broker)
     produce_lines(settings, [])  # creates the topics
@@ -167,7 +167,7 @@ async def create_and_produce(settings: Settings, topic: str, value: bytes) -> No
 
 
 def test_a_topic_created_after_tail_started_is_read_from_its_start_at_once(
-    tmp_path: Path, broker: EmbeddedBroker
+    tmp_path: Path, broker: Broker
 ) -> None:
     settings = settings_for(broker)
     change = GradeChange(

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from harness import Worker, latest, records, settings_for, wait_until
+from harness import Broker, Worker, latest, records, settings_for, wait_until
 from helpers import SAMPLE_FILE
 from scylla_dirs import Run, make_experiment, write_event_as_run, write_json, write_run
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.service.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.integration
 SAMPLE = [json.loads(line) for line in SAMPLE_FILE.read_bytes().splitlines()]
 
 
-def stream_app(*args: str, broker: EmbeddedBroker, log: Path) -> subprocess.Popen[bytes]:
+def stream_app(*args: str, broker: Broker, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "stream_app", *args],
@@ -74,8 +73,9 @@ def worker_equals_replay(settings: Settings, expected: dict[str, Any]) -> bool:
     )
 
 
+@pytest.mark.also_tansu
 def test_watch_publishes_live_once_and_the_worker_equals_replay_dir(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     settings = settings_for(broker)
     results = tmp_path / "results"
@@ -161,7 +161,7 @@ def test_watch_publishes_live_once_and_the_worker_equals_replay_dir(
 
 
 def test_watch_by_polling_and_a_new_experiment_in_the_results_folder(
-    broker: EmbeddedBroker, tmp_path: Path
+    broker: Broker, tmp_path: Path
 ) -> None:
     """Without file events (`--poll`), and for an experiment that appears after the start."""
     settings = settings_for(broker)

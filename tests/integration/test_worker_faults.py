@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import (
+    Broker,
     Worker,
     assert_grade_change_chains,
     expected_outputs,
@@ -19,7 +20,6 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.commands.synthetic import Drop, synthetic_lines
 
 pytestmark = pytest.mark.integration
@@ -33,8 +33,9 @@ SPREAD = [
 ]
 
 
+@pytest.mark.also_tansu
 def test_sigkill_before_the_first_commit_then_restart_converges_to_replay(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     """Killed before it ever committed (Faust commits every 2.8 s): the replacement starts from
     no committed offsets with all runs already in the topic. Its consumer fetches stream records
@@ -81,7 +82,7 @@ def test_sigkill_before_the_first_commit_then_restart_converges_to_replay(
 
 
 def test_two_workers_split_partitions_without_duplicate_gauges(
-    broker: EmbeddedBroker, workers: list[Worker], tmp_path: Path
+    broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     settings = settings_for(broker)
     a = Worker(broker, tmp_path, "a").start()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import Worker, require_tansu, wait_until
-from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
+from harness import Worker, make_broker, wait_until
+from stream_app.commands.broker import free_port, port_open
 from stream_app.commands.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -67,8 +67,7 @@ def test_healthz_while_the_broker_is_unreachable(tmp_path: Path, signum: int) ->
 def test_healthz_carries_on_into_the_running_worker(tmp_path: Path, workers: list[Worker]) -> None:
     """From waiting to running, `/healthz` answers 200 but for the moment the waiting server hands
     the port to Faust's; `/readyz` goes from 503 to 200."""
-    require_tansu()
-    broker = EmbeddedBroker(port=free_port(), log_file=tmp_path / "broker.log")
+    broker = make_broker(tmp_path / "broker.log", port=free_port())
     worker = Worker(broker, tmp_path, "early").start()
     workers.append(worker)
     answers: list[tuple[float, int]] = []

@@ -14,15 +14,14 @@ from harness import (
     Worker,
     expected_outputs,
     latest,
+    make_broker,
     outputs_equal_replay,
     produce_lines,
     records,
-    require_tansu,
     settings_for,
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.commands.broker import EmbeddedBroker
 from stream_app.metrics.grades import grade_points
 from stream_app.service.settings import Settings
 
@@ -49,9 +48,8 @@ STREAM = SAMPLE[:100] + list(BAD.values()) + SAMPLE[100:] + DUPLICATES
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Worker]]:
-    require_tansu()
     workdir = tmp_path_factory.mktemp("pipeline")
-    with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
+    with make_broker(workdir / "broker.log") as broker:
         worker = Worker(  # every statistic exported, to check each against the aggregates
             broker,
             workdir,
