@@ -43,7 +43,8 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas, dashbo
 test: lint tools ## the whole suite: lint, then pytest (unit, property and integration tests)
 	$(BIN)/pytest
 
-tools: ## Prometheus, promtool, amtool and bubblewrap into .tools/ (Debian packages; tests skip without them)
+tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into .tools/ (tests skip without them)
+	-@scripts/install-kafka.sh
 	-@scripts/install-prometheus.sh
 	-@scripts/install-sandbox.sh
 
