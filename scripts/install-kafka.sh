@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 POM=scripts/kafka/pom.xml
 VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM")
 DEST=.tools/kafka
-STAMP="$DEST/installed-$VERSION"
+STAMP="$DEST/installed-$(sha256sum "$POM" scripts/kafka/log4j2.properties | sha256sum | cut -c1-16)"
 if [ -f "$STAMP" ]; then
   echo "kafka: Apache Kafka $VERSION at $DEST"
   exit 0

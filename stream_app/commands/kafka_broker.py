@@ -70,7 +70,8 @@ class ApacheKafka:
 
     `config` adds or overrides broker properties (listeners for SASL and TLS, the log cleaner's
     pace, ACLs); `listeners` maps extra listener names to their security protocol, each on a
-    port of its own (`ports[name]`)."""
+    port of its own (`ports[name]`); `scram` the SCRAM-SHA-512 users (name: password) the
+    storage is formatted with."""
 
     host = "127.0.0.1"
 
@@ -85,6 +86,7 @@ class ApacheKafka:
         port: int | None = None,
         advertised_port: int | None = None,
         jaas: str | None = None,
+        scram: Mapping[str, str] | None = None,
     ) -> None:
         self.home = find_kafka(home)
         self.port = port or free_port(self.host)
@@ -96,6 +98,7 @@ class ApacheKafka:
         self.listeners = dict(listeners or {})
         self.config = dict(config or {})
         self.jaas = jaas
+        self.scram = dict(scram or {})
         self.given_workdir = workdir
         self.workdir: Path | None = None
         self.log_file = log_file
@@ -167,8 +170,15 @@ class ApacheKafka:
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties(data).items()))
         if not (data / "meta.properties").exists():
             cluster = uuid.uuid4().bytes.hex()[:22]  # any 22 characters of base64's alphabet
+            users = [
+                arg
+                for name, password in self.scram.items()
+                for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]")
+            ]
             formatted = subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
+                self._java(
+                    "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config), *users
+                ),
                 capture_output=True,
                 timeout=120,
                 check=False,
@@ -202,6 +212,16 @@ class ApacheKafka:
                 )
             time.sleep(0.2)
         return self
+
+    def tool(self, main: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """Run one of Kafka's command-line tools (a class of its jars, e.g.
+        `org.apache.kafka.tools.AclCommand`) against the plaintext listener's address."""
+        return subprocess.run(
+            self._java(main, "--bootstrap-server", self.address, *args),
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
 
     def _answers(self) -> bool:
         """Whether the broker serves requests: its plaintext port is open and its log says the

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TextIO
 
+from aiokafka.errors import TopicAuthorizationFailedError
 from pydantic import BaseModel, ValidationError
 
 from schemas.aggregates import DropStatus, TierAggregate
@@ -27,7 +28,14 @@ from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
 from stream_app.commands.live_table import difference_text, pass_rate_text
 from stream_app.commands.terminal_text import printable
-from stream_app.service.kafka_client import client_kwargs, topic_partitions, wait_for_broker
+from stream_app.service.kafka_client import (
+    DENIED,
+    client_kwargs,
+    denied,
+    topic_denied,
+    topic_partitions,
+    wait_for_broker,
+)
 from stream_app.service.settings import Settings
 
 Kind = Literal["aggregates", "grade_changes", "cross_tier", "dead_letter"]
@@ -335,7 +343,10 @@ async def _read(
                 flush=True,
             )
         while True:
-            batch = await consumer.getmany(timeout_ms=500)
+            try:
+                batch = await consumer.getmany(timeout_ms=500)
+            except DENIED as exc:  # it may describe the topic but not read it
+                raise denied(settings, exc) from None
             records = sorted(
                 (r for rs in batch.values() for r in rs),
                 key=lambda r: (r.timestamp, r.partition, r.offset),
@@ -371,6 +382,8 @@ async def _wait_for_topic(
         partitions = await topic_partitions(admin, topic)
         if partitions:
             return partitions, False
+        if await topic_denied(settings, topic):
+            raise denied(settings, TopicAuthorizationFailedError(topic))
         print(f"tail: {topic} does not exist yet; waiting for it", file=note, flush=True)
         while not partitions:
             await asyncio.sleep(TOPIC_POLL_S)

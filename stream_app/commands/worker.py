@@ -43,13 +43,14 @@ def check_port_free(host: str, port: int) -> None:
 
 async def prepare(settings: Settings) -> None:
     """Wait for the broker and create the topics, so the worker starts against a ready cluster."""
-    from stream_app.service.app import all_topics
-    from stream_app.service.kafka_client import ensure_topics, wait_for_broker
+    from stream_app.service.app import all_topics, source_topics
+    from stream_app.service.kafka_client import check_reads, ensure_topics, wait_for_broker
 
     await wait_for_broker(settings)
     created = await ensure_topics(settings, all_topics(settings))
     if created:
         log.info("created topics: %s", ", ".join(created))
+    await check_reads(settings, source_topics(settings), settings.app_id)
 
 
 def configure_logging(level: str) -> None:
@@ -126,11 +127,15 @@ def run_worker(settings: Settings) -> int:
         settings.web_bind,
         settings.web_port,
     )
+    from stream_app.service.kafka_client import DENIED, denied
+
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
         return int(exc.code or 0)
-    return 0
+    except DENIED as exc:  # ACLs that do not let it read or write what it must: no retry mends
+        raise denied(settings, exc) from None
+    return 0  # a refusal found only once running (a write): mode logged it and exited 1
 
 
 def faust_worker(settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:

@@ -294,6 +294,18 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
     return recovered
 
 
+def source_topics(settings: Settings) -> list[str]:
+    """The topics the worker reads: its three sources and its tables' changelogs."""
+    t = settings.topics
+    tables = (WindowsStage.table_name, CrossTierStage.table_name)
+    return [
+        t.input,
+        t.runs_by_tier,
+        t.aggregates,
+        *(f"{settings.app_id}-{n}-changelog" for n in tables),
+    ]
+
+
 def all_topics(settings: Settings) -> list[str]:
     """Every topic the worker reads or writes (created at start-up)."""
     t = settings.topics

@@ -7,10 +7,22 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    GroupCoordinatorNotAvailableError,
+    IllegalSaslStateError,
+    KafkaConnectionError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    UnsupportedSaslMechanismError,
+)
 
 from stream_app.service.settings import BROKER_URL_FORM, ConfigError, Settings
 
@@ -70,6 +82,137 @@ def faust_credentials(settings: Settings) -> Any:
     return None
 
 
+class BrokerRefused(ConfigError):
+    """The broker refused this client for a reason no retry mends: its credentials, a
+    certificate it does not trust, or ACLs that do not let it do its job. One line, naming the
+    cause; the commands exit with status 2 on it, before committing anything."""
+
+
+DENIED: Final = (
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    ClusterAuthorizationFailedError,
+)
+"""What a broker with ACLs answers a client that may not do what it asked."""
+_REFUSED_LOGIN: Final = (
+    SaslAuthenticationFailed,
+    AuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    IllegalSaslStateError,
+)
+
+
+def denied(settings: Settings, exc: BaseException) -> BrokerRefused:
+    """The one-line error of an operation the broker's ACLs refused."""
+    who = settings.security.sasl_username or "this client"
+    what = {
+        TopicAuthorizationFailedError: "a topic",
+        GroupAuthorizationFailedError: "the consumer group",
+        ClusterAuthorizationFailedError: "the cluster",
+    }.get(type(exc), "a resource")
+    detail = " ".join(str(exc).split())
+    return BrokerRefused(
+        f"broker {','.join(settings.bootstrap_servers)} refused access to {what} for {who} "
+        f"({type(exc).__name__}: {detail}): grant it the ACLs the README lists"
+    )
+
+
+async def refusal(settings: Settings) -> BrokerRefused | None:
+    """Why the bootstrap servers refuse this client, when they do for a reason no retry mends
+    (a failed login, a certificate it does not trust); None when they answer, or fail in a way
+    that may pass (not listening yet, a timeout). aiokafka's clients log the cause and raise a
+    bare "unable to bootstrap"; one connection made here keeps it."""
+    from aiokafka.conn import create_conn
+
+    kwargs = client_kwargs(settings)
+    context = kwargs.get("ssl_context")
+    for server in settings.bootstrap_servers:
+        host, _, port = server.rpartition(":")
+        try:
+            conn = await create_conn(
+                host.strip("[]"),
+                int(port),
+                request_timeout_ms=5000,
+                ssl_context=context,
+                security_protocol=kwargs["security_protocol"],
+                sasl_mechanism=kwargs.get("sasl_mechanism"),
+                sasl_plain_username=kwargs.get("sasl_plain_username"),
+                sasl_plain_password=kwargs.get("sasl_plain_password"),
+            )
+        except _REFUSED_LOGIN as exc:
+            sec = settings.security
+            return BrokerRefused(
+                f"broker {server} refused the login of {sec.sasl_username or '(no user)'} "
+                f"with {sec.sasl_mechanism} ({' '.join(str(exc).split())}): check "
+                "security.sasl_username and security.sasl_password"
+            )
+        except ssl.SSLCertVerificationError as exc:
+            cafile = settings.security.ssl_cafile
+            trusted = f"the CA in {cafile}" if cafile else "the system's CAs"
+            return BrokerRefused(
+                f"broker {server}'s TLS certificate is not trusted by {trusted} "
+                f"({exc.verify_message or exc.reason}): check security.ssl_cafile"
+            )
+        except ssl.SSLError as exc:
+            return BrokerRefused(
+                f"broker {server}: TLS failed ({exc.reason or exc}): check security.protocol "
+                "and the listener's port"
+            )
+        except (TimeoutError, OSError, KafkaError):
+            continue  # not up yet, or a transient failure: the caller's retry decides
+        else:
+            conn.close()
+    return None
+
+
+async def topic_denied(settings: Settings, topic: str) -> bool:
+    """Whether the broker's ACLs refuse this client `topic` (a topic it may not even describe
+    looks absent from the list of all topics). Asked by name, with topic creation off, so that
+    asking creates nothing."""
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    client = AIOKafkaClient(**client_kwargs(settings))
+    await client.bootstrap()
+    try:
+        request = MetadataRequest([topic], allow_auto_topic_creation=False)
+        response = await client.send(client.get_random_node(), request)
+        codes = [t["error_code"] for t in response.to_object()["topics"] if t["topic"] == topic]
+        return TopicAuthorizationFailedError.errno in codes
+    finally:
+        await client.close()
+
+
+async def check_reads(settings: Settings, topics: Iterable[str], group: str) -> None:
+    """Raise BrokerRefused when ACLs keep this client from its consumer group or from reading
+    one of `topics` (those that exist): a fetch with no group, one partition each. Before the
+    worker starts, so that a refusal is one line, not a crash in Faust's consumer thread."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
+    await admin.start()
+    try:
+        with contextlib.suppress(GroupCoordinatorNotAvailableError):  # no group committed yet
+            await admin.list_consumer_group_offsets(group)
+        existing = [(t, min(ps)) for t in topics if (ps := await topic_partitions(admin, t))]
+    except DENIED as exc:
+        raise denied(settings, exc) from None
+    finally:
+        await admin.close()
+    consumer = AIOKafkaConsumer(**client_kwargs(settings), group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        for topic, partition in existing:
+            tp = TopicPartition(topic, partition)
+            consumer.assign([tp])
+            await consumer.seek_to_end(tp)
+            await consumer.getmany(tp, timeout_ms=200)
+    except DENIED as exc:
+        raise denied(settings, exc) from None
+    finally:
+        await consumer.stop()
+
+
 def _unusable_address(settings: Settings, exc: Exception) -> ConfigError:
     """The one-line error of a broker address the client refuses outright."""
     reason = " ".join(str(exc).split())
@@ -109,6 +252,9 @@ async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -
         except (KafkaConnectionError, KafkaError, OSError) as exc:
             with contextlib.suppress(Exception):  # a client that never connected
                 await admin.close()
+            refused = await refusal(settings)
+            if refused is not None:
+                raise refused from None
             if max_attempts is not None and attempt >= max_attempts:
                 raise ConnectionError(f"broker {servers} unreachable: {exc}") from None
             log.warning(
@@ -119,7 +265,8 @@ async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -
 
 
 async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
-    """Create missing topics with `partitions` and `replication_factor`; return those created."""
+    """Create missing topics with `partitions` and `replication_factor`; return those created.
+    ACLs that forbid it are a BrokerRefused."""
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
@@ -128,12 +275,23 @@ async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
         if not missing:
             return []
         with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
-            await admin.create_topics(
+            response = await admin.create_topics(
                 [NewTopic(n, settings.partitions, settings.replication_factor) for n in missing]
             )
+            for topic, code, *_ in getattr(response, "topic_errors", ()):
+                error = _errors_by_code().get(code)
+                if error is not None and issubclass(error, DENIED):
+                    raise denied(settings, error(topic))
         return missing
+    except DENIED as exc:
+        raise denied(settings, exc) from None
     finally:
         await admin.close()
+
+
+def _errors_by_code() -> dict[int, type[KafkaError]]:
+    """The refusals' error classes by their protocol error code."""
+    return {error.errno: error for error in DENIED}
 
 
 async def topic_partitions(admin: Any, topic: str) -> set[int]:

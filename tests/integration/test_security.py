@@ -1,0 +1,247 @@
+"""Security on Apache Kafka: a SASL_SSL listener (SCRAM-SHA-512, TLS from a CA made here) with ACLs
+on. The commands connect with exactly the README's settings; a wrong password, an untrusted
+certificate and a topic the user may not read are each one line naming the cause and exit 2,
+with no retry loop and nothing committed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from certificates import KEYSTORE_PASSWORD, Certificates, make_certificates
+
+from harness import (
+    Worker,
+    expected_outputs,
+    latest,
+    outputs_equal_replay,
+    records,
+    require_broker,
+    wait_until,
+)
+from helpers import SAMPLE_FILE
+from stream_app.commands.broker import free_port
+from stream_app.commands.kafka_broker import ApacheKafka
+from stream_app.service.settings import Settings, load_settings
+
+SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+USERS = {"evalstream": "s3cret-evalstream", "outsider": "s3cret-outsider", "blind": "s3cret-blind"}
+ACL = "org.apache.kafka.tools.AclCommand"
+
+
+class Secured:
+    """The secured broker, the certificates, and the README's settings for a user."""
+
+    def __init__(self, broker: ApacheKafka, certificates: Certificates) -> None:
+        self.broker = broker
+        self.certificates = certificates
+
+    def env(self, user: str = "evalstream", **changes: str) -> dict[str, str]:
+        """The README's `EVALSTREAM_*` variables for `user`, with `changes` on top."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("EVALSTREAM_")}
+        return {
+            **base,
+            "EVALSTREAM_BROKER_URL": self.broker.url_of("SECURE"),
+            "EVALSTREAM_SECURITY__PROTOCOL": "SASL_SSL",
+            "EVALSTREAM_SECURITY__SASL_MECHANISM": "SCRAM-SHA-512",
+            "EVALSTREAM_SECURITY__SASL_USERNAME": user,
+            "EVALSTREAM_SECURITY__SASL_PASSWORD": USERS.get(user, ""),
+            "EVALSTREAM_SECURITY__SSL_CAFILE": str(self.certificates.ca),
+            "EVALSTREAM_PARTITIONS": "4",
+            **changes,
+        }
+
+    def settings(self, user: str = "evalstream") -> Settings:
+        return load_settings(
+            broker_url=self.broker.url_of("SECURE"),
+            partitions=4,
+            security={
+                "protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": user,
+                "sasl_password": USERS[user],
+                "ssl_cafile": str(self.certificates.ca),
+            },
+        )
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    require_broker("kafka")
+    directory = tmp_path_factory.mktemp("secured")
+    certificates = make_certificates(directory / "certificates")
+    config = {
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.secure.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "listener.name.secure.ssl.keystore.type": "PKCS12",
+        "listener.name.secure.ssl.keystore.location": str(certificates.keystore),
+        "listener.name.secure.ssl.keystore.password": KEYSTORE_PASSWORD,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",  # the plaintext listener: the test's own set-up
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    broker = ApacheKafka(
+        log_file=directory / "broker.log",
+        config=config,
+        listeners={"SECURE": "SASL_SSL"},
+        scram=USERS,
+    )
+    with broker:
+        grants = [
+            # evalstream may do everything it needs: every topic, its group, creating topics
+            ("--allow-principal", "User:evalstream", "--operation", "All", "--topic", "*",
+             "--group", "*", "--cluster"),
+            # blind may do everything but read the input topic
+            ("--allow-principal", "User:blind", "--operation", "All", "--group", "*",
+             "--cluster", "--topic", "tier-aggregates", "--topic", "evalstream-runs-by-tier",
+             "--topic", "run-completed.dlq", "--topic", "grade-changes", "--topic",
+             "cross-tier-reports", "--topic", "evalstream-tier-windows-changelog", "--topic",
+             "evalstream-experiment-tiers-changelog", "--topic", "evalstream-__assignor-__leader"),
+            ("--allow-principal", "User:blind", "--operation", "Describe", "--topic",
+             "run-completed"),
+        ]  # fmt: skip
+        for grant in grants:
+            done = broker.tool(ACL, "--add", *grant)
+            assert done.returncode == 0, done.stderr.decode()[-2000:]
+        yield Secured(broker, certificates)
+
+
+async def group_offsets(settings: Settings, group: str) -> dict[Any, Any]:
+    """The offsets `group` committed, as the broker keeps them (read by the evalstream user)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import GroupCoordinatorNotAvailableError
+
+    from stream_app.service.kafka_client import client_kwargs
+
+    admin = AIOKafkaAdminClient(**client_kwargs(settings))
+    await admin.start()
+    try:
+        offsets: dict[Any, Any] = await admin.list_consumer_group_offsets(group)
+        return offsets
+    except GroupCoordinatorNotAvailableError:  # no group ever committed: no offsets topic yet
+        return {}
+    finally:
+        await admin.close()
+
+
+def stream_app(
+    env: dict[str, str], *args: str, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stream_app", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
+    """The command failed with exit 2 and said why in one line, no traceback."""
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    lines = [line for line in done.stderr.splitlines() if line.startswith("stream-app")]
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith(f"stream-app {command}: error: "), lines
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+def test_the_readme_settings_work_end_to_end(
+    secured: Secured, workers: list[Worker], tmp_path: Path
+) -> None:
+    """produce, the worker, tail and status over SASL_SSL with SCRAM-SHA-512, exactly as the README
+    shows them: the outputs equal replay."""
+    env = secured.env()
+    sample = tmp_path / "sample.jsonl"
+    sample.write_bytes(b"\n".join(SAMPLE) + b"\n")
+    produced = stream_app(env, "produce", str(sample))
+    assert produced.returncode == 0, produced.stderr[-3000:]
+    settings = secured.settings()
+    secure = {k: v for k, v in env.items() if k.startswith(("EVALSTREAM_SECURITY", "EVALSTREAM_B"))}
+    worker = Worker(secured.broker, tmp_path, "secure", **secure)
+    workers.append(worker.start().wait_ready())
+    wait_until(lambda: outputs_equal_replay(settings, SAMPLE), 90, what="outputs equal replay")
+    count = len(records(settings, settings.topics.aggregates))
+    tail = stream_app(env, "tail", "aggregates", "--from-beginning", "--max", str(count), "--json")
+    assert tail.returncode == 0, tail.stderr[-3000:]
+    keys = {json.loads(line)["key"] for line in tail.stdout.splitlines()}
+    assert keys == {k.decode() for k in expected_outputs(settings, SAMPLE)[0]}
+    status = stream_app(env, "status", "--url", worker.base_url, "--json")
+    assert status.returncode == 0, status.stderr
+    assert {e["experiment_id"] for e in json.loads(status.stdout)["experiments"]} == {
+        "test-001", "test-002", "test-003"
+    }  # fmt: skip
+    assert latest(settings, settings.topics.cross_tier).keys() == {
+        b"test-001", b"test-002", b"test-003"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        ({"EVALSTREAM_SECURITY__SASL_PASSWORD": "wrong"}, "refused the login of evalstream"),
+        ("untrusted", "TLS certificate is not trusted by the CA in"),
+    ],
+)
+@pytest.mark.parametrize("command", ["produce", "worker", "tail", "watch"])
+def test_a_wrong_password_or_an_untrusted_certificate_is_one_line(
+    secured: Secured, tmp_path: Path, command: str, change: dict[str, str] | str, cause: str
+) -> None:
+    changes = (
+        {"EVALSTREAM_SECURITY__SSL_CAFILE": str(secured.certificates.other_ca)}
+        if change == "untrusted"
+        else change
+    )
+    assert isinstance(changes, dict)
+    web = str(free_port())
+    env = secured.env(EVALSTREAM_WEB_PORT=web, EVALSTREAM_DATA_DIR=str(tmp_path), **changes)
+    sample = tmp_path / "sample.jsonl"
+    sample.write_bytes(b"\n".join(SAMPLE[:3]) + b"\n")
+    args = {
+        "produce": ["produce", str(sample)],
+        "worker": ["worker"],
+        "tail": ["tail", "aggregates", "--timeout", "5"],
+        "watch": ["watch", str(tmp_path), "--once"],
+    }[command]
+    line = one_line_error(stream_app(env, *args, timeout=60), command)
+    assert cause in line, line
+
+
+@pytest.mark.parametrize(
+    ("user", "command"),
+    [("outsider", "produce"), ("outsider", "worker"), ("outsider", "tail"), ("blind", "worker")],
+)
+def test_a_topic_the_user_may_not_use_is_one_line(
+    secured: Secured, tmp_path: Path, user: str, command: str
+) -> None:
+    """ACLs on: a user with none (outsider) or without Read on the input topic (blind) gets one
+    line naming the refusal and exit 2; the worker commits nothing first."""
+    sample = tmp_path / "sample.jsonl"
+    sample.write_bytes(b"\n".join(SAMPLE[:3]) + b"\n")
+    env = secured.env(
+        user,
+        EVALSTREAM_WEB_PORT=str(free_port()),
+        EVALSTREAM_DATA_DIR=str(tmp_path),
+        EVALSTREAM_APP_ID=f"evalstream-{user}",
+    )
+    args = {
+        "produce": ["produce", str(sample)],
+        "worker": ["worker"],
+        "tail": ["tail", "aggregates", "--timeout", "5"],
+    }[command]
+    line = one_line_error(stream_app(env, *args, timeout=90), command)
+    assert "refused access to" in line, line
+    assert f"for {user}" in line, line
+    committed = asyncio.run(group_offsets(secured.settings(), f"evalstream-{user}"))
+    assert committed == {}
