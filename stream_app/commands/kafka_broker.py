@@ -165,6 +165,7 @@ class ApacheKafka:
         if port_open(self.host, self.port):
             raise BrokerError(f"port {self.address} is already in use")
         self.workdir = self.given_workdir or Path(tempfile.mkdtemp(prefix="evalstream-kafka-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         data = self.workdir / "data"
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties(data).items()))
@@ -184,10 +185,8 @@ class ApacheKafka:
                 check=False,
             )
             if formatted.returncode != 0:
-                raise BrokerError(
-                    "Kafka's storage tool failed: "
-                    + formatted.stdout.decode(errors="replace").strip()[-300:]
-                )
+                said = (formatted.stderr or formatted.stdout).decode(errors="replace").strip()
+                raise BrokerError(f"Kafka's storage tool failed: {said[-500:]}")
         output = (self.log_file or self.workdir / "broker.log").open("ab")
         try:
             self.process = subprocess.Popen(

@@ -192,9 +192,13 @@ async def check_reads(settings: Settings, topics: Iterable[str], group: str) -> 
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
-        with contextlib.suppress(GroupCoordinatorNotAvailableError):  # no group committed yet
-            await admin.list_consumer_group_offsets(group)
         existing = [(t, min(ps)) for t in topics if (ps := await topic_partitions(admin, t))]
+        # Asked for named partitions: the form every broker answers (Tansu closes the connection
+        # on the all-partitions form of OffsetFetch).
+        with contextlib.suppress(GroupCoordinatorNotAvailableError):  # no group committed yet
+            await admin.list_consumer_group_offsets(
+                group, partitions=[TopicPartition(t, p) for t, p in existing[:1]]
+            )
     except DENIED as exc:
         raise denied(settings, exc) from None
     finally:
@@ -265,8 +269,11 @@ async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -
 
 
 async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
-    """Create missing topics with `partitions` and `replication_factor`; return those created.
-    ACLs that forbid it are a BrokerRefused."""
+    """Create missing topics with `partitions` and `replication_factor`, the latest-value ones
+    (`tier-aggregates`, `cross-tier-reports`: a consumer wants the last message per key, and a
+    retired key's tombstone) compacted; return those created. Topics that exist are left as they
+    are. ACLs that forbid it are a BrokerRefused. Faust creates its tables' changelogs, compacted,
+    itself."""
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
@@ -275,8 +282,17 @@ async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
         if not missing:
             return []
         with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
+            latest_value = {settings.topics.aggregates, settings.topics.cross_tier}
             response = await admin.create_topics(
-                [NewTopic(n, settings.partitions, settings.replication_factor) for n in missing]
+                [
+                    NewTopic(
+                        n,
+                        settings.partitions,
+                        settings.replication_factor,
+                        topic_configs={"cleanup.policy": "compact"} if n in latest_value else {},
+                    )
+                    for n in missing
+                ]
             )
             for topic, code, *_ in getattr(response, "topic_errors", ()):
                 error = _errors_by_code().get(code)

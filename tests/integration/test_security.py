@@ -32,7 +32,12 @@ from stream_app.commands.kafka_broker import ApacheKafka
 from stream_app.service.settings import Settings, load_settings
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
-USERS = {"evalstream": "s3cret-evalstream", "outsider": "s3cret-outsider", "blind": "s3cret-blind"}
+USERS = {
+    "evalstream": "s3cret-evalstream",
+    "outsider": "s3cret-outsider",
+    "blind": "s3cret-blind",
+    "groupless": "s3cret-groupless",
+}
 ACL = "org.apache.kafka.tools.AclCommand"
 
 
@@ -109,6 +114,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
              "evalstream-experiment-tiers-changelog", "--topic", "evalstream-__assignor-__leader"),
             ("--allow-principal", "User:blind", "--operation", "Describe", "--topic",
              "run-completed"),
+            # groupless may use every topic but no consumer group
+            ("--allow-principal", "User:groupless", "--operation", "All", "--topic", "*",
+             "--cluster"),
         ]  # fmt: skip
         for grant in grants:
             done = broker.tool(ACL, "--add", *grant)
@@ -220,13 +228,20 @@ def test_a_wrong_password_or_an_untrusted_certificate_is_one_line(
 
 @pytest.mark.parametrize(
     ("user", "command"),
-    [("outsider", "produce"), ("outsider", "worker"), ("outsider", "tail"), ("blind", "worker")],
+    [
+        ("outsider", "produce"),
+        ("outsider", "worker"),
+        ("outsider", "tail"),
+        ("blind", "worker"),
+        ("groupless", "worker"),
+    ],
 )
 def test_a_topic_the_user_may_not_use_is_one_line(
     secured: Secured, tmp_path: Path, user: str, command: str
 ) -> None:
-    """ACLs on: a user with none (outsider) or without Read on the input topic (blind) gets one
-    line naming the refusal and exit 2; the worker commits nothing first."""
+    """ACLs on: a user with none (outsider), without Read on the input topic (blind) or without
+    its consumer group (groupless) gets one line naming the refusal and exit 2; the worker
+    commits nothing first."""
     sample = tmp_path / "sample.jsonl"
     sample.write_bytes(b"\n".join(SAMPLE[:3]) + b"\n")
     env = secured.env(
