@@ -82,17 +82,17 @@ def wait_until(check: Callable[[], T], timeout: float, interval: float = 0.25, w
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}: {last!r}")
 
 
-def wait_out_dead_member(settings: Settings) -> None:
+def wait_out_dead_member(broker: Broker, settings: Settings) -> None:
     """Let the group forget a worker that died without leaving it (SIGKILL, exit 70), as a
-    supervisor's back-off would, before its replacement starts.
+    supervisor's back-off would, before its replacement starts: on Tansu only.
 
-    The embedded broker keeps such a member until its session times out, and a replacement that
-    joins before then first shares the partitions with it. This wait was added while chasing
-    replacements that stayed idle; their cause turned out to be skipped records, not the
-    assignment (see `kafka_compat.install_consumer_positions`). It stays so that a restart
-    test's replacement starts from one clean assignment.
+    Tansu keeps such a member until its session times out, and a replacement that joins before
+    then first shares the partitions with it. Apache Kafka's coordinator holds the replacement's
+    join until the dead member's session expires, so the replacement starts from one clean
+    assignment without a wait here.
     """
-    time.sleep(settings.session_timeout_s + 3)
+    if isinstance(broker, EmbeddedBroker):
+        time.sleep(settings.session_timeout_s + 3)
 
 
 def settings_for(broker: Broker, **overrides: Any) -> Settings:

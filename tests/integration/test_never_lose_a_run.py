@@ -331,7 +331,7 @@ def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothin
     asyncio.run(_send(settings, [(None, v) for v in lines], partition=None))
     assert faulty.process is not None
     code = faulty.process.wait(60)
-    wait_out_dead_member(settings)
+    wait_out_dead_member(broker, settings)
     assert code == 70, faulty.log()
     log = faulty.log()
     assert log.count("evalstream: stopping:") == 1

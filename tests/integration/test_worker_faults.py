@@ -63,7 +63,7 @@ def test_sigkill_before_the_first_commit_then_restart_converges_to_replay(
             what="the first worker to be mid-stream",
         )
         first.kill()  # SIGKILL: no flush, no commit, no goodbye
-        wait_out_dead_member(settings)
+        wait_out_dead_member(broker, settings)
         assert first.process is not None
         assert first.process.returncode == -9
         second = Worker(broker, tmp_path, "second").start()
