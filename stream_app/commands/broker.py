@@ -99,6 +99,13 @@ class EmbeddedBroker:
         """
         if port_open(self.host, self.port):
             raise BrokerError(f"port {self.address} is already in use")
+        try:
+            return self._start(timeout)
+        except BaseException:  # Ctrl-C half-way too: a `with` block would not stop it
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> EmbeddedBroker:
         listener = f"tcp://{self.address}"
         advertised = f"tcp://{self.host}:{self.advertised_port}"
         output = self.log_file.open("ab") if self.log_file else subprocess.DEVNULL
@@ -127,7 +134,6 @@ class EmbeddedBroker:
             if self.process.poll() is not None:
                 raise BrokerError(f"Tansu exited with status {self.process.returncode}")
             if time.monotonic() > deadline:
-                self.stop()
                 raise BrokerError(f"Tansu did not listen on {self.address} within {timeout:.0f} s")
             time.sleep(0.05)
         return self

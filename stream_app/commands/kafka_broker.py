@@ -10,6 +10,7 @@ caller gave the directory: a restart then finds its data)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -63,6 +64,16 @@ def find_kafka(home: Path = KAFKA_HOME) -> Path:
     if shutil.which("java") is None:
         raise BrokerError("no java on PATH: Apache Kafka needs Java 17 or newer")
     return home
+
+
+def java_cause(output: str) -> str:
+    """The line of a JVM's output that says why it failed (its exception's message, not the
+    stack trace under it), else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in lines:
+        if re.match(r"^(Exception in thread \S+ )?[\w.$]+(Exception|Error): ", line):
+            return line[:500]
+    return lines[-1][:500] if lines else "(no output)"
 
 
 class ApacheKafka:
@@ -179,12 +190,21 @@ class ApacheKafka:
 
     def start(self, timeout: float = 60.0) -> ApacheKafka:
         """Format the storage (the first time), start the broker and return once it answers.
+        Whatever stops it half-way (a failure, Ctrl-C) stops what it started: a `with` block
+        does not exit what its `__enter__` did not return.
 
         Raises:
             BrokerError: a port is taken, the broker exited, or it did not answer in time.
         """
         if port_open(self.host, self.port):
             raise BrokerError(f"port {self.address} is already in use")
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> ApacheKafka:
         self.workdir = self.given_workdir or Path(tempfile.mkdtemp(prefix="evalstream-kafka-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         data = self.workdir / "data"
@@ -206,8 +226,8 @@ class ApacheKafka:
                 check=False,
             )
             if formatted.returncode != 0:
-                said = (formatted.stderr or formatted.stdout).decode(errors="replace").strip()
-                raise BrokerError(f"Kafka's storage tool failed: {said[-500:]}")
+                said = (formatted.stderr or formatted.stdout).decode(errors="replace")
+                raise BrokerError(f"Kafka's storage tool failed: {java_cause(said)}")
         output = (self.log_file or self.workdir / "broker.log").open("ab")
         try:
             self.process = subprocess.Popen(
@@ -222,11 +242,8 @@ class ApacheKafka:
         deadline = time.monotonic() + timeout
         while not self._answers():
             if self.process.poll() is not None:
-                code = self.process.returncode
-                self.stop()
-                raise BrokerError(f"Apache Kafka exited with status {code}")
+                raise BrokerError(f"Apache Kafka exited with status {self.process.returncode}")
             if time.monotonic() > deadline:
-                self.stop()
                 raise BrokerError(
                     f"Apache Kafka did not answer on {self.address} in {timeout:.0f} s"
                 )
