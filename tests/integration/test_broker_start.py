@@ -25,7 +25,8 @@ def gone(pid: int) -> bool:
 def test_a_kafka_whose_storage_cannot_be_formatted_leaves_nothing() -> None:
     require_broker("kafka")
     broker = ApacheKafka(config={"node.id": "not-a-number"})
-    with pytest.raises(BrokerError, match="storage tool failed: .*ConfigException: Invalid value not-a-number"):
+    cause = r"storage tool failed: .*ConfigException: Invalid value not-a-number"
+    with pytest.raises(BrokerError, match=cause):
         broker.start()
     assert broker.workdir is None
     assert broker.process is None
