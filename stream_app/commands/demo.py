@@ -275,7 +275,9 @@ def _run_in(
             )
         if not configured:
             broker = EmbeddedBroker(binary=settings.tansu_bin, log_file=workdir / "broker.log")
-            settings = settings.model_copy(update={"broker_url": broker.url, "partitions": 4})
+            settings = settings.model_copy(
+                update={"broker_url": broker.url, "partitions": 4, "broker_kind": "tansu"}
+            )
             broker.start()
             note = f"embedded broker {broker.address}"
         else:
@@ -286,6 +288,7 @@ def _run_in(
             partitions=settings.partitions,
             port=settings.web_port,
             bind=settings.web_bind,
+            env={"EVALSTREAM_BROKER_KIND": settings.broker_kind},
         )
         loop = asyncio.new_event_loop()
         main = loop.create_task(_run(settings, options, worker, note, workdir))

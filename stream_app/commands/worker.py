@@ -41,16 +41,23 @@ def check_port_free(host: str, port: int) -> None:
             raise _port_error(host, port, exc) from None
 
 
-async def prepare(settings: Settings) -> None:
-    """Wait for the broker and create the topics, so the worker starts against a ready cluster."""
+async def prepare(settings: Settings) -> Settings:
+    """Wait for the broker and create the topics, so the worker starts against a ready cluster;
+    the settings with the broker's kind told."""
     from stream_app.service.app import all_topics, source_topics
-    from stream_app.service.kafka_client import check_reads, ensure_topics, wait_for_broker
+    from stream_app.service.kafka_client import (
+        check_reads,
+        ensure_topics,
+        resolve_broker,
+        wait_for_broker,
+    )
 
     await wait_for_broker(settings)
     created = await ensure_topics(settings, all_topics(settings))
     if created:
         log.info("created topics: %s", ", ".join(created))
     await check_reads(settings, source_topics(settings), settings.app_id)
+    return await resolve_broker(settings)
 
 
 def configure_logging(level: str) -> None:
@@ -73,16 +80,15 @@ async def open_waiting_pages(settings: Settings) -> WaitingPages:
     return pages
 
 
-async def wait_for_cluster(settings: Settings, stop: asyncio.Event) -> bool:
-    """`prepare`, unless `stop` (SIGINT or SIGTERM) comes first: then False."""
+async def wait_for_cluster(settings: Settings, stop: asyncio.Event) -> Settings | None:
+    """`prepare`, unless `stop` (SIGINT or SIGTERM) comes first: then None."""
     preparing = asyncio.ensure_future(prepare(settings))
     stopping = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait((preparing, stopping), return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            return False
-        preparing.result()  # its exception, if it failed
-        return True
+            return None
+        return preparing.result()  # its exception, if it failed
     finally:
         for task in (preparing, stopping):
             task.cancel()
@@ -105,9 +111,11 @@ def run_worker(settings: Settings) -> int:
     try:
         pages = loop.run_until_complete(open_waiting_pages(settings))
         try:
-            if not loop.run_until_complete(wait_for_cluster(settings, stop)):
+            prepared = loop.run_until_complete(wait_for_cluster(settings, stop))
+            if prepared is None:
                 log.info("evalstream worker: stopped while waiting for the broker")
                 return 0
+            settings = prepared
             # Made while the waiting pages still answer: importing and building Faust takes a
             # second, the port is then handed over within milliseconds.
             worker = faust_worker(settings, loop)

@@ -143,8 +143,10 @@ def faust_app(settings: Settings) -> faust.App:
 
 def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.App:
     """Build the worker's Faust app for `settings`: compose the stages with Faust's parts."""
-    install_fetch_highwaters(lambda: client_kwargs(settings))
-    install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
+    if settings.broker_kind == "tansu":  # its ListOffsets can answer below the log's end
+        install_fetch_highwaters(lambda: client_kwargs(settings))
+    if settings.fetch_max_wait_s is not None:
+        install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
     install_consumer_positions()
     install_eager_delivery()
     if exporter is None:

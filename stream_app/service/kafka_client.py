@@ -268,6 +268,30 @@ async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -
             delay = min(delay * 2, settings.broker_retry_max_s)
 
 
+TANSU_WAIT_S: Final = 0.05
+"""The fetch wait on Tansu, which holds a fetch for the whole wait even when data arrives: at
+Faust's 1.5 s each of the worker's three hops added about a second and a half."""
+
+
+async def resolve_broker(settings: Settings) -> Settings:
+    """`settings` with `broker_kind` told (`auto`: Tansu reports a cluster id of its own,
+    `tansu_cluster` unless set; Apache Kafka a random one) and the fetch wait that suits it."""
+    kind = settings.broker_kind
+    if kind == "auto":
+        admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
+        await admin.start()
+        try:
+            cluster = await admin.describe_cluster()
+        finally:
+            await admin.close()
+        kind = "tansu" if str(cluster.get("cluster_id") or "").startswith("tansu") else "kafka"
+        log.info("broker: %s (cluster id %s)", kind, cluster.get("cluster_id"))
+    wait = settings.fetch_max_wait_s
+    if wait is None and kind == "tansu":
+        wait = TANSU_WAIT_S
+    return settings.model_copy(update={"broker_kind": kind, "fetch_max_wait_s": wait})
+
+
 async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
     """Create missing topics with `partitions` and `replication_factor`, the latest-value ones
     (`tier-aggregates`, `cross-tier-reports`: a consumer wants the last message per key, and a

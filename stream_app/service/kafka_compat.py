@@ -7,7 +7,7 @@ Faust recovers a table by reading its changelog up to `end_offsets()` (a ListOff
 The embedded Tansu broker can answer ListOffsets with an offset *below* the partition's real end
 (seen: 234 for a partition holding 240 records), and Faust then stops recovery early and silently
 loses the last updates of a window. A Fetch response carries the true high watermark on every
-broker, so we take it from there. On Apache Kafka both answers agree, so the fix is always on.
+broker, so we take it from there. On Tansu only (`broker_kind`): Apache Kafka's answer is right.
 
 Honest stream positions (`install_consumer_positions`): a worker restarted before its first
 commit must not skip the records its consumer fetched during table recovery.
@@ -16,10 +16,10 @@ Eager delivery (`install_eager_delivery`): a fetched message goes to its stream 
 tasks Faust creates for each.
 
 A bounded fetch wait. Faust hard-codes `fetch_max_wait_ms=1500` for its consumer. A broker that
-holds a fetch for the whole wait when it has little data (the embedded one does) then adds up to
-1.5 s per hop, and evalstream has three hops; `install_fetch_wait` sets the wait from the settings
-(`fetch_max_wait_s`, default 0.05 s). On Apache Kafka, which answers as soon as data arrives, a
-shorter wait only costs a few more empty fetches on an idle topic.
+holds a fetch for the whole wait when it has little data (Tansu does) then adds up to 1.5 s per
+hop, and evalstream has three hops; `install_fetch_wait` sets the wait from the settings
+(`fetch_max_wait_s`: 0.05 s on Tansu unless set). Apache Kafka answers as soon as data arrives,
+so there Faust's wait stands unless a user sets one.
 """
 
 from __future__ import annotations

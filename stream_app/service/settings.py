@@ -193,8 +193,19 @@ class Settings(CoreConfig, BaseSettings):
     batch_within_s: float = Field(
         default=0.02, gt=0, description="Longest wait to fill a batch; bounds the added latency."
     )
-    fetch_max_wait_s: float = Field(
-        default=0.05, gt=0, le=30, description="Longest a consumer fetch waits for data."
+    broker_kind: Literal["auto", "kafka", "tansu"] = Field(
+        default="auto",
+        description="The broker's implementation: `tansu` turns on the workarounds for Tansu, the "
+        "demo's embedded broker (a recovery's end offsets read from fetches, a short fetch "
+        "wait); `auto` tells Tansu by the cluster id it reports (`tansu...`).",
+    )
+    fetch_max_wait_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=30,
+        description="Longest a consumer fetch waits for data; by default Faust's own 1.5 s on "
+        "Apache Kafka, which answers as soon as data arrives, and 0.05 s on Tansu, which holds "
+        "every fetch for the whole wait.",
     )
     producer_linger_s: float = Field(
         default=0.005, ge=0, description="How long the producer waits to fill a batch."
