@@ -51,7 +51,8 @@ tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into
 test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
 	$(BIN)/pytest -m "not integration"
 
-bench: $(STAMP) ## the benchmark (minutes; writes BENCHMARKS.md and bench/results/)
+bench: $(STAMP) ## the benchmark on Apache Kafka (minutes; BENCH_ARGS="--broker tansu" for Tansu; writes BENCHMARKS.md)
+	@scripts/install-kafka.sh >/dev/null
 	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 

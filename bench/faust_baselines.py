@@ -5,20 +5,41 @@
   the straightforward table pattern that evalstream's design is measured against.
 
 Each writes {"events", "seconds"} (first to last event) to --report once it has seen --events.
+Faust's data directory is --data-dir: `bench/run.py` puts it in the run's work directory, which it
+removes when the run ends, so that no run leaves a directory behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
 from pathlib import Path
 
 import faust
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from peer_report import PeerReport
 
 from schemas.run_completed import RunCompleted
+from stream_app.service.kafka_client import topic_partitions
+
+
+async def create_topic(broker_url: str, name: str, partitions: int) -> None:
+    """Create `name` and wait until the broker lists all its partitions, before Faust starts.
+    Faust would create it at start-up too, but on Apache Kafka the group's first assignment can
+    come before its metadata lists the new topic: the assignor then leaves it out ("Ignoring
+    missing topic") and the agent waits for a later rebalance. The evalstream worker creates
+    its topics before Faust starts for the same reason."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker_url.removeprefix("kafka://"))
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+        while len(await topic_partitions(admin, name)) < partitions:
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
 
 
 def main() -> None:
@@ -30,6 +51,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--web-port", type=int, required=True)
+    parser.add_argument("--data-dir", type=Path, required=True, help="Faust's datadir")
     args = parser.parse_args()
 
     app = faust.App(
@@ -43,7 +65,7 @@ def main() -> None:
         broker_session_timeout=10,
         web_port=args.web_port,
         web_bind="127.0.0.1",
-        datadir=f"/tmp/bench-{args.kind}-{os.getpid()}",
+        datadir=str(args.data_dir),
     )
     topic = app.topic(
         args.topic,
@@ -65,8 +87,15 @@ def main() -> None:
 
     else:
         # Re-keyed by tier so that the table is co-partitioned (as any correct version must be).
+        by_tier_name = f"{args.topic}-naive-by-tier-{os.getpid()}"  # each run its own
+        # a loop of its own: asyncio.run would unset the current loop, which Faust then wants
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(create_topic(args.broker, by_tier_name, args.partitions))
+        finally:
+            loop.close()
         by_tier = app.topic(
-            f"{args.topic}-naive-by-tier-{os.getpid()}",  # each run its own
+            by_tier_name,
             key_type=str,
             value_type=bytes,
             value_serializer="raw",

@@ -1,7 +1,8 @@
 """evalstream benchmark: one command, one pre-produced topic, five consumers in interleaved rounds.
 
-    .venv/bin/python bench/run.py [--events 100000] [--rounds 3] [--only NAMES] [--soak-events N]
-    (or: make bench)
+    .venv/bin/python bench/run.py [--broker kafka|tansu] [--events 100000] [--rounds 3]
+        [--only NAMES] [--soak-events N]
+    (or: make bench, make bench BENCH_ARGS="--broker tansu")
 
 Consumers, each reading the same topic from the start in every round:
 - `plain_core`: a plain aiokafka consumer in batches calling evalstream's core (validate, window,
@@ -15,8 +16,14 @@ Consumers, each reading the same topic from the start in every round:
   its output records' timestamps (no `/metrics` polling while it is measured).
 Then, with the worker: latency from produce to aggregate at a steady 1,000 events/s, `/metrics`
 with 5,000 experiments x 7 tiers (render time, `/healthz` during a scrape), and RSS after the
-rounds and after --soak-events. Writes bench/results/latest.json and the results section of
-BENCHMARKS.md. All on the embedded broker on loopback; every process started here is stopped.
+rounds and after --soak-events.
+
+The race runs on Apache Kafka by default (one KRaft node on loopback, from `.tools/kafka`, as
+production would run it); `--broker tansu` runs it on Tansu, the demo's embedded broker. Writes
+bench/results/latest-<broker>.json and that broker's section of BENCHMARKS.md's results, so that
+both brokers' tables stand side by side. Every process started here is stopped and the run's
+work directory (broker data, logs, the peers' and workers' state) removed, whether the run
+succeeds, fails or is interrupted (Ctrl-C, SIGTERM, SIGHUP).
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,8 +54,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stream_app.commands.broker import EmbeddedBroker, free_port  # noqa: E402
-from stream_app.commands.processes import stop_process  # noqa: E402
+from stream_app.commands.broker import BrokerError, EmbeddedBroker, free_port  # noqa: E402
+from stream_app.commands.kafka_broker import ApacheKafka, kafka_version  # noqa: E402
+from stream_app.commands.processes import stop_process, stop_signals  # noqa: E402
 from stream_app.commands.producer import produce  # noqa: E402
 from stream_app.commands.synthetic import synthetic_lines  # noqa: E402
 from stream_app.commands.worker_process import WorkerProcess  # noqa: E402
@@ -54,7 +64,7 @@ from stream_app.core.ingest import Rejection, evaluate_run  # noqa: E402
 from stream_app.core.keys import tier_key  # noqa: E402
 from stream_app.core.tier_state import TierState  # noqa: E402
 from stream_app.core.window import WindowEntry  # noqa: E402
-from stream_app.service.kafka_client import client_kwargs  # noqa: E402
+from stream_app.service.kafka_client import client_kwargs, topic_partitions  # noqa: E402
 from stream_app.service.kafka_compat import fetch_high_watermarks  # noqa: E402
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
 
@@ -62,6 +72,8 @@ RESULTS = ROOT / "bench" / "results"
 QUIX_VENV = ROOT / "bench" / ".venv-quix"
 QUIX_REQUIREMENT = "quixstreams==3.28.1"
 PARTITIONS = 4
+BROKERS = ("kafka", "tansu")
+Broker = EmbeddedBroker | ApacheKafka
 TOPIC = "run-completed"
 CONSUMERS = ("plain_core", "bare_faust", "quix", "naive_faust", "evalstream")
 LABELS = {
@@ -85,14 +97,26 @@ def events(count: int, seed: int, start: datetime, experiments: int = 40) -> lis
 
 
 async def create_input_topic(bootstrap: str) -> None:
-    """The input topic, with `retention.ms` set: the embedded broker returns no default topic
-    configs, and Quix's `group_by` reads that key from the source topic."""
+    """The input topic, with `retention.ms` set for Tansu: it returns no default topic configs,
+    and Quix's `group_by` reads that key from the source topic. On Apache Kafka the value is
+    its own default (7 days), so the same topic is made on both."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.create_topics(
             [NewTopic(TOPIC, PARTITIONS, 1, topic_configs={"retention.ms": "604800000"})]
         )
+    finally:
+        await admin.close()
+
+
+async def partitions_of(bootstrap: str, topic: str) -> list[TopicPartition]:
+    """The topic's partitions, asked of the broker: a consumer's own metadata lists every topic
+    on Tansu but, on Apache Kafka, only those it was assigned or subscribed to."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return [TopicPartition(topic, p) for p in sorted(await topic_partitions(admin, topic))]
     finally:
         await admin.close()
 
@@ -110,8 +134,7 @@ async def plain_core(bootstrap: str, count: int) -> dict[str, float]:
     await consumer.start()
     states: dict[str, TierState] = {}
     try:
-        await consumer.topics()
-        tps = [TopicPartition(TOPIC, p) for p in sorted(consumer.partitions_for_topic(TOPIC) or [])]
+        tps = await partitions_of(bootstrap, TOPIC)
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         seen, first = 0, 0.0
@@ -171,8 +194,9 @@ def report_process(
 
 
 def faust_baseline(
-    kind: str, broker: EmbeddedBroker, count: int, workdir: Path
+    kind: str, broker: Broker, count: int, workdir: Path, round_: int
 ) -> dict[str, float]:
+    """One Faust baseline's run; its data directory in the work dir, which the run removes."""
     script = ROOT / "bench" / "faust_baselines.py"
     return report_process(
         kind,
@@ -190,6 +214,8 @@ def faust_baseline(
             str(PARTITIONS),
             "--web-port",
             str(free_port()),
+            "--data-dir",
+            str(workdir / f"faust-{kind}-{round_}"),
         ],
         workdir,
     )
@@ -201,19 +227,27 @@ def quix_python() -> str:
     python = QUIX_VENV / "bin" / "python"
     if not python.exists():
         log(f"creating {QUIX_VENV.relative_to(ROOT)} with {QUIX_REQUIREMENT}")
-        subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
-        done = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", QUIX_REQUIREMENT, "pydantic-settings"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode:
-            raise RuntimeError(f"installing {QUIX_REQUIREMENT} failed:\n{done.stderr[-3000:]}")
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
+            done = subprocess.run(
+                [
+                    str(python),
+                    *("-m", "pip", "install", "--quiet", QUIX_REQUIREMENT, "pydantic-settings"),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode:
+                raise RuntimeError(f"installing {QUIX_REQUIREMENT} failed:\n{done.stderr[-3000:]}")
+        except BaseException:
+            # half a virtualenv would pass the check above next time and fail in the race
+            shutil.rmtree(QUIX_VENV, ignore_errors=True)
+            raise
     return str(python)
 
 
-def quix_peer(broker: EmbeddedBroker, count: int, workdir: Path, round_: int) -> dict[str, float]:
+def quix_peer(broker: Broker, count: int, workdir: Path, round_: int) -> dict[str, float]:
     state = workdir / f"quix-state-{round_}"
     return report_process(
         "quix",
@@ -233,7 +267,7 @@ def quix_peer(broker: EmbeddedBroker, count: int, workdir: Path, round_: int) ->
     )
 
 
-def worker_settings(broker: EmbeddedBroker, name: str) -> Settings:
+def worker_settings(broker: Broker, name: str) -> Settings:
     """A worker of its own: app id (group, changelogs) and output topics named after `name`."""
     return load_settings(
         broker_url=broker.url,
@@ -253,8 +287,9 @@ def worker_settings(broker: EmbeddedBroker, name: str) -> Settings:
 class Worker(WorkerProcess):
     """The evalstream worker under measurement, started at once, quiet, in its own group."""
 
-    def __init__(self, broker: EmbeddedBroker, workdir: Path, settings: Settings) -> None:
+    def __init__(self, broker: Broker, workdir: Path, settings: Settings) -> None:
         t = settings.topics
+        self.on_tansu = isinstance(broker, EmbeddedBroker)
         super().__init__(
             workdir,
             settings.app_id,
@@ -284,11 +319,15 @@ class Worker(WorkerProcess):
     def wait_committed(self, topics: list[str], timeout: float = 3600) -> None:
         """Until the worker's group has committed the end of each topic: read from the broker,
         so that the worker does nothing for the benchmark while it is measured."""
-        asyncio.run(wait_committed(self.settings, topics, self.proc, timeout))
+        asyncio.run(wait_committed(self.settings, topics, self.proc, timeout, self.on_tansu))
 
 
 async def wait_committed(
-    settings: Settings, topics: list[str], proc: subprocess.Popen[bytes], timeout: float
+    settings: Settings,
+    topics: list[str],
+    proc: subprocess.Popen[bytes],
+    timeout: float,
+    on_tansu: bool,
 ) -> None:
     connection = client_kwargs(settings)
     group = AIOKafkaConsumer(**connection, group_id=settings.app_id, enable_auto_commit=False)
@@ -299,8 +338,10 @@ async def wait_committed(
         while True:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the worker stopped or fell behind")
-            # the worker's own way to the end offsets (the embedded broker's ListOffsets is low)
-            high = await fetch_high_watermarks(connection, tps)
+            if on_tansu:  # the worker's own way to the end offsets: Tansu's ListOffsets is low
+                high = await fetch_high_watermarks(connection, tps)
+            else:  # Apache Kafka's ListOffsets is the truth
+                high = await group.end_offsets(tps)
             done = [(await group.committed(tp) or 0) >= high[tp] for tp in tps]
             if all(done):
                 return
@@ -309,11 +350,17 @@ async def wait_committed(
         await group.stop()
 
 
-def evalstream_round(broker: EmbeddedBroker, count: int, workdir: Path, name: str) -> Worker:
+def evalstream_round(broker: Broker, count: int, workdir: Path, name: str) -> Worker:
+    """A worker that has processed the topic, still running; stopped here if anything fails
+    (Ctrl-C included) before the caller holds it."""
     settings = worker_settings(broker, name)
     worker = Worker(broker, workdir, settings)
-    worker.wait_ready(timeout=120)  # its topics exist; its progress is read from the broker
-    worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+    try:
+        worker.wait_ready(timeout=120)  # its topics exist; its progress is read from the broker
+        worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+    except BaseException:
+        worker.stop(timeout=30)
+        raise
     return worker
 
 
@@ -327,10 +374,7 @@ async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float
         )
         await consumer.start()
         try:
-            await consumer.topics()
-            tps = [
-                TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
-            ]
+            tps = await partitions_of(bootstrap, topic)
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             low, high = 2**63, 0
@@ -601,27 +645,51 @@ def write_markdown(results: dict[str, Any]) -> None:
 | then with {results["scrape"]["tiers"]:,} tiers more (the `/metrics` phase) | {rss["with_scrape_tiers"]:.0f} MiB |
 """
     m = results["machine"]
-    section = f"""<!-- results: written by bench/run.py -->
+    broker = results["broker"]
+    name = broker["name"]
+    heading = (
+        f"Apache Kafka {broker['version']}" if name == "kafka" else "Tansu, the embedded broker"
+    )
+    rounds = "1 round" if results["rounds"] == 1 else f"{results['rounds']} interleaved rounds"
+    section = f"""<!-- results:{name} -->
+## On {heading}
+
 Measured {results["date"]} on {m["cpu"]} ({m["cores"]} cores, {m["memory"]}), Python {m["python"]};
-{results["events"]:,} events per consumer, {results["rounds"]} interleaved rounds, {PARTITIONS}
-partitions, embedded Tansu broker on loopback.
+{results["events"]:,} events per consumer, {rounds}, {PARTITIONS}
+partitions, {broker["label"]} on loopback.
 
 | consumer | events/s min | median | max | evalstream ÷ this (medians) |
 |---|---|---|---|---|
 {table}
-{extra}<!-- /results -->"""
+{extra}<!-- /results:{name} -->"""
     path = ROOT / "BENCHMARKS.md"
-    text = path.read_text()
-    start, end = (
-        text.index("<!-- results"),
-        text.index("<!-- /results -->") + len("<!-- /results -->"),
-    )
-    path.write_text(text[:start] + section + text[end:])
+    path.write_text(replace_section(path.read_text(), name, section))
+
+
+def replace_section(text: str, name: str, section: str) -> str:
+    """`text` with broker `name`'s results section replaced by `section`, the other brokers'
+    left as they are (each broker's table is kept from its own last run); a broker without a
+    section yet gets one after the last of them."""
+    opening, closing = f"<!-- results:{name} -->", f"<!-- /results:{name} -->"
+    if opening in text:
+        start = text.index(opening)
+        end = text.index(closing, start) + len(closing)
+        return text[:start] + section + text[end:]
+    ends = [match.end() for match in re.finditer(r"<!-- /results:\w+ -->", text)]
+    if not ends:
+        raise ValueError(f"BENCHMARKS.md has no results sections ({opening} … {closing})")
+    return text[: ends[-1]] + "\n\n" + section + text[ends[-1] :]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--broker",
+        choices=BROKERS,
+        default="kafka",
+        help="Apache Kafka (one KRaft node, the default) or Tansu (the demo's embedded broker)",
     )
     parser.add_argument("--events", type=int, default=100_000, help="per consumer and round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
@@ -636,7 +704,9 @@ def main() -> int:
     )
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--latency-seconds", type=float, default=30.0)
-    parser.add_argument("--json", type=Path, default=RESULTS / "latest.json")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="default: bench/results/latest-<broker>.json"
+    )
     parser.add_argument(
         "--throughput-only",
         action="store_true",
@@ -647,7 +717,11 @@ def main() -> int:
     unknown = set(only) - set(CONSUMERS)
     if unknown:
         parser.error(f"unknown consumers {sorted(unknown)}; choose from {CONSUMERS}")
-    workdir = Path(tempfile.mkdtemp(prefix="evalstream-bench-"))
+    json_path: Path = args.json or RESULTS / f"latest-{args.broker}.json"
+    # `kill` and a closed terminal unwind like Ctrl-C, so the cleanup below runs for them too.
+    for signum in stop_signals():
+        if signum != signal.SIGINT:
+            signal.signal(signum, exit_on_signal)
     results: dict[str, Any] = {
         "events": args.events,
         "rounds": args.rounds,
@@ -655,57 +729,113 @@ def main() -> int:
         "machine": machine(),
         "throughput": {},
     }
-    samples: dict[str, list[float]] = {name: [] for name in only}
-    with EmbeddedBroker(log_file=workdir / "broker.log") as broker:
-        bootstrap = broker.address
-        asyncio.run(create_input_topic(bootstrap))
-        log(f"producing {args.events:,} events")
-        settings = worker_settings(broker, "bench-produce")
-        lines = events(args.events, seed=1, start=datetime(2026, 6, 1, tzinfo=UTC))
-        asyncio.run(produce(settings, lines, progress=None, create_topics=False))
-        if "quix" in only:
-            quix_python()
-        runners: dict[str, Callable[[int], dict[str, float]]] = {
-            "plain_core": lambda r: asyncio.run(plain_core(bootstrap, args.events)),
-            "bare_faust": lambda r: faust_baseline("bare", broker, args.events, workdir),
-            "quix": lambda r: quix_peer(broker, args.events, workdir, r),
-            "naive_faust": lambda r: faust_baseline("naive", broker, args.events, workdir),
-        }
-        last: Worker | None = None
+    with contextlib.ExitStack() as cleanup:
+        workdir = Path(tempfile.mkdtemp(prefix="evalstream-bench-"))
+        cleanup.callback(shutil.rmtree, workdir, ignore_errors=True)
         try:
-            for r in range(args.rounds):
-                for name in only:
-                    log(f"round {r + 1}/{args.rounds}: {name}")
-                    if name == "evalstream":
-                        if last is not None:
-                            last.stop(timeout=30)
-                        last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
-                        t = last.settings.topics
-                        span = asyncio.run(topic_span(bootstrap, t.runs_by_tier, t.aggregates))
-                        figures = {"events": args.events, "seconds": span}
-                        if r < args.rounds - 1:  # idle, it would still poll during the others
-                            last.stop(timeout=30)
-                            last = None
-                    else:
-                        figures = runners[name](r)
-                    rate = figures["events"] / figures["seconds"]
-                    samples[name].append(rate)
-                    log(f"  {rate:,.0f} events/s")
-            if last is not None and not args.throughput_only:
-                extras(last, broker, args, results)
-        finally:
-            if last is not None:
-                last.stop(timeout=30)
+            broker = start_broker(args.broker, workdir, cleanup)  # stopped before rmtree
+        except BrokerError as exc:
+            log(f"cannot start the broker: {exc}")
+            return 2
+        results["broker"] = broker_info(broker)
+        log(f"broker: {results['broker']['label']} on {broker.address}")
+        samples = race(broker, workdir, only, args, results)
     results["throughput"] = {name: summary(v) for name, v in samples.items() if v}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
     if not args.throughput_only:
         write_markdown(results)
     print_table(results)
     return 0
 
 
-def extras(worker: Worker, broker: EmbeddedBroker, args: Any, results: dict[str, Any]) -> None:
+def exit_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP: leave through `finally` blocks, which stop what this run started."""
+    raise SystemExit(128 + signum)
+
+
+def start_broker(kind: str, workdir: Path, cleanup: contextlib.ExitStack) -> Broker:
+    """The broker of this run, its stop registered before it starts: a start interrupted halfway
+    (Ctrl-C while Kafka boots) still stops the process, which `with` would not."""
+    broker: Broker = (
+        ApacheKafka(log_file=workdir / "broker.log")
+        if kind == "kafka"
+        else EmbeddedBroker(log_file=workdir / "broker.log")
+    )
+    cleanup.callback(broker.stop)
+    broker.start()
+    return broker
+
+
+def broker_info(broker: Broker) -> dict[str, str | None]:
+    """Which broker, and its version, for the results: figures differ from one broker to another."""
+    if isinstance(broker, ApacheKafka):
+        version = kafka_version(broker.home)
+        return {
+            "name": "kafka",
+            "version": version,
+            "label": f"Apache Kafka {version} (one KRaft node)",
+        }
+    said = subprocess.run(
+        [broker.binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+    ).stdout.split()  # "tansu 0.6.0"
+    version = said[-1] if said else None
+    return {
+        "name": "tansu",
+        "version": version,
+        "label": f"Tansu {version or '(version unknown)'} (memory storage)",
+    }
+
+
+def race(
+    broker: Broker, workdir: Path, only: list[str], args: Any, results: dict[str, Any]
+) -> dict[str, list[float]]:
+    """Produce the topic, then the interleaved rounds (and the extras); events/s per consumer."""
+    samples: dict[str, list[float]] = {name: [] for name in only}
+    bootstrap = broker.address
+    asyncio.run(create_input_topic(bootstrap))
+    log(f"producing {args.events:,} events")
+    settings = worker_settings(broker, "bench-produce")
+    lines = events(args.events, seed=1, start=datetime(2026, 6, 1, tzinfo=UTC))
+    asyncio.run(produce(settings, lines, progress=None, create_topics=False))
+    if "quix" in only:
+        quix_python()
+    runners: dict[str, Callable[[int], dict[str, float]]] = {
+        "plain_core": lambda r: asyncio.run(plain_core(bootstrap, args.events)),
+        "bare_faust": lambda r: faust_baseline("bare", broker, args.events, workdir, r),
+        "quix": lambda r: quix_peer(broker, args.events, workdir, r),
+        "naive_faust": lambda r: faust_baseline("naive", broker, args.events, workdir, r),
+    }
+    last: Worker | None = None
+    try:
+        for r in range(args.rounds):
+            for name in only:
+                log(f"round {r + 1}/{args.rounds}: {name}")
+                if name == "evalstream":
+                    if last is not None:
+                        last.stop(timeout=30)
+                        last = None
+                    last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
+                    t = last.settings.topics
+                    span = asyncio.run(topic_span(bootstrap, t.runs_by_tier, t.aggregates))
+                    figures = {"events": args.events, "seconds": span}
+                    if r < args.rounds - 1:  # idle, it would still poll during the others
+                        last.stop(timeout=30)
+                        last = None
+                else:
+                    figures = runners[name](r)
+                rate = figures["events"] / figures["seconds"]
+                samples[name].append(rate)
+                log(f"  {rate:,.0f} events/s")
+        if last is not None and not args.throughput_only:
+            extras(last, broker, args, results)
+    finally:
+        if last is not None:
+            last.stop(timeout=30)
+    return samples
+
+
+def extras(worker: Worker, broker: Broker, args: Any, results: dict[str, Any]) -> None:
     """Latency, scrape and memory figures, on the last round's worker (caught up)."""
     settings = worker.settings
     early = worker.rss_mib()[0]
