@@ -55,7 +55,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stream_app.commands.broker import BrokerError, EmbeddedBroker, free_port  # noqa: E402
-from stream_app.commands.kafka_broker import ApacheKafka, kafka_version  # noqa: E402
+from stream_app.commands.kafka_broker import (  # noqa: E402
+    RELEASE_JVM_OPTIONS,
+    ApacheKafka,
+    kafka_version,
+)
 from stream_app.commands.processes import stop_process, stop_signals  # noqa: E402
 from stream_app.commands.producer import produce  # noqa: E402
 from stream_app.commands.synthetic import synthetic_lines  # noqa: E402
@@ -758,7 +762,7 @@ def start_broker(kind: str, workdir: Path, cleanup: contextlib.ExitStack) -> Bro
     """The broker of this run, its stop registered before it starts: a start interrupted halfway
     (Ctrl-C while Kafka boots) still stops the process, which `with` would not."""
     broker: Broker = (
-        ApacheKafka(log_file=workdir / "broker.log")
+        ApacheKafka(log_file=workdir / "broker.log", jvm_options=RELEASE_JVM_OPTIONS)
         if kind == "kafka"
         else EmbeddedBroker(log_file=workdir / "broker.log")
     )
