@@ -1,4 +1,4 @@
-"""The whole alert chain, live: a worker on the embedded broker → Prometheus with the project's
+"""The whole alert chain, live: a worker on the test broker → Prometheus with the project's
 rules → Alertmanager with the project's routes → the webhook receiver of `stream-app observe`.
 The drop scenario (stationary noisy tiers, one sustained drop) must page exactly once, for the
 dropped tier, with its labels and annotations; nothing else may page, and the dropped tier's

@@ -1,4 +1,4 @@
-"""`seek_to_committed_or_reset` against the embedded broker and a real aiokafka consumer.
+"""`seek_to_committed_or_reset` against the test broker and a real aiokafka consumer.
 
 With the snapshot of active partitions (`tests/service/test_fetch_snapshot.py`) it closes one
 hole: a worker restarted before its first commit skipped the runs its consumer had fetched

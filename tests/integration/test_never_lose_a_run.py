@@ -1,4 +1,4 @@
-"""Issue 9 against a real worker on the embedded broker: a poison event costs only itself, a
+"""Issue 9 against a real worker on the test broker: a poison event costs only itself, a
 poisoned stored state cannot wedge recovery, a dead letter always fits, and a send that fails
 stops the worker before its batch is committed, so a restart loses nothing."""
 

@@ -1,4 +1,4 @@
-"""The observability kit against a real Prometheus scraping a live worker on the embedded broker,
+"""The observability kit against a real Prometheus scraping a live worker on the test broker,
 with a drop injected by the synthetic producer: every dashboard and recording rule query runs
 and returns series, and TierDropped fires for the dropped tier."""
 

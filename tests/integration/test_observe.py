@@ -1,5 +1,5 @@
 """`stream-app observe` as a user runs it: the real command starts the installed Prometheus and
-Alertmanager against a live worker on the embedded broker. Checked: the worker is scraped, the
+Alertmanager against a live worker on the test broker. Checked: the worker is scraped, the
 repository's rules are loaded, the web UIs and their assets answer, an alert posted to
 Alertmanager reaches the webhook receiver and is printed (the inhibit rules holding back a tier
 alert while no worker is up, and not while one of several is down, and a dropped tier's baseline

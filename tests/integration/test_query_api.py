@@ -1,4 +1,4 @@
-"""The query API with two workers on the embedded broker: every key answered from either worker,
+"""The query API with two workers on the test broker: every key answered from either worker,
 identical to the latest aggregates and reports on the output topics; unknown ids 404; and
 `stream-app status` prints it."""
 

@@ -1,4 +1,4 @@
-"""`stream-app tail` against the embedded broker and a real worker: it prints the aggregates the
+"""`stream-app tail` against the test broker and a real worker: it prints the aggregates the
 worker published and the dead letter of a bad line, new records only unless --from-beginning,
 ends by itself with --max/--timeout and on Ctrl-C, and joins no consumer group."""
 

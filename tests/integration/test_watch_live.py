@@ -1,4 +1,4 @@
-"""`stream-app watch` as a user runs it, a real subprocess against the embedded broker and a real
+"""`stream-app watch` as a user runs it, a real subprocess against the test broker and a real
 worker: runs already there and runs finishing while it watches are published (within a second
 or two), a malformed run is reported once and skipped, a restart sends nothing twice, and the
 worker ends where `stream-app replay DIR` says."""

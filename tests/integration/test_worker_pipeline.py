@@ -1,4 +1,4 @@
-"""One live worker on the embedded broker, fed the real sample, bad input and redeliveries:
+"""One live worker on the test broker, fed the real sample, bad input and redeliveries:
 outputs equal `replay`, every rejection is dead-lettered byte-exact, /metrics tells the truth."""
 
 from __future__ import annotations
