@@ -174,8 +174,11 @@ class Settings(CoreConfig, BaseSettings):
     topics: TopicNames = TopicNames()
     partitions: int = Field(default=8, ge=1, le=1000, description="Partitions of every topic.")
     replication_factor: int = Field(default=1, ge=1)
-    store: str = Field(
-        default="memory://", description="Faust table store: memory:// or rocksdb://"
+    store: Literal["memory://"] = Field(
+        default="memory://",
+        description="Faust's table store. Memory only: the tables are recovered from their "
+        "compacted changelogs at start. rocksdb:// is not offered: Faust's RocksDB store files "
+        "a key under the partition of the event being processed, and a batch spans partitions.",
     )
     data_dir: Path = Field(default=Path(".evalstream"), description="Faust's data directory.")
     web_bind: str = "127.0.0.1"

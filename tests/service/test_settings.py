@@ -203,3 +203,11 @@ def test_a_bad_broker_url_from_the_environment_or_a_file(
     monkeypatch.setenv("EVALSTREAM_BROKER_URL", "kafka://env-broker:notaport")
     with pytest.raises(ConfigError, match="'kafka://env-broker:notaport'"):
         load_settings(cfg)
+
+
+def test_rocksdb_is_refused_as_a_store() -> None:
+    """Faust's RocksDB store files keys under the current event's partition, and the worker's
+    batches span partitions: it is not offered, and asking for it says so at start."""
+    with pytest.raises(ConfigError, match="store: Input should be 'memory://'"):
+        load_settings(store="rocksdb://")
+    assert load_settings(store="memory://").store == "memory://"
