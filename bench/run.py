@@ -68,8 +68,8 @@ from stream_app.core.ingest import Rejection, evaluate_run  # noqa: E402
 from stream_app.core.keys import tier_key  # noqa: E402
 from stream_app.core.tier_state import TierState  # noqa: E402
 from stream_app.core.window import WindowEntry  # noqa: E402
+from stream_app.service.high_watermarks import fetch_high_watermarks  # noqa: E402
 from stream_app.service.kafka_client import client_kwargs, topic_partitions  # noqa: E402
-from stream_app.service.kafka_compat import fetch_high_watermarks  # noqa: E402
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

@@ -26,36 +26,23 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import faust
-from faust.app import BootStrategy
-from faust.types import ServiceT, StreamT
+from faust.types import StreamT
 
 from stream_app import __version__
 from stream_app.core.window import to_epoch_us
 from stream_app.service.batches import Stage, run_batches, stop_fatally
+from stream_app.service.changelog_table import ChangelogTable
 from stream_app.service.exporter import Exporter
-from stream_app.service.kafka_client import client_kwargs, faust_credentials
-from stream_app.service.kafka_compat import (
-    ChangelogTable,
-    consumer_lag,
-    install_consumer_positions,
-    install_eager_delivery,
-    install_fetch_highwaters,
-    install_fetch_wait,
-    owned_partitions,
-)
+from stream_app.service.faust_app import EvalstreamApp, faust_app
+from stream_app.service.faust_transport import Consumer
 from stream_app.service.outputs import Outputs
 from stream_app.service.query_api import QueryAnswers, QueryApi
-from stream_app.service.quiet_monitor import QuietMonitor
-from stream_app.service.settings import (
-    MESSAGE_OVERHEAD_BYTES,
-    PRODUCER_MAX_REQUEST_BYTES,
-    Settings,
-)
+from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.table_stage import TableStage
 from stream_app.service.stages.validate import ValidateStage
@@ -82,73 +69,8 @@ TABLE: dict[str, Any] = {
 }
 
 
-class WebFirstBoot(BootStrategy):
-    """Faust's start order with the web server before the producer: `/healthz` answers while the
-    producer connects (a broker that went away again after `stream-app worker` reached it),
-    and the port is free between the waiting pages (`web.WaitingPages`) and Faust's pages for
-    milliseconds, not for the producer's connection. Stop order is the reverse, as before."""
-
-    def server(self) -> Iterable[ServiceT]:
-        """The services of a worker, in start order."""
-        return self._chain(
-            self.sensors(),
-            self.web_server(),
-            self.kafka_producer(),
-            self.kafka_consumer(),
-            self.agents(),
-            self.kafka_conductor(),
-            self.tables(),
-        )
-
-
-def faust_app(settings: Settings) -> faust.App:
-    """The Faust app with evalstream's settings and none from Faust's own environment."""
-    n = settings.partitions
-    app = faust.App(
-        settings.app_id,
-        # Faust reads BROKER_URL, STORE_URL, WEB_PORT… from os.environ and lets them override
-        # code; an empty env makes EVALSTREAM_* the only configuration.
-        env={},
-        broker=[f"kafka://{s}" for s in settings.bootstrap_servers],
-        broker_credentials=faust_credentials(settings),
-        store=settings.store,
-        datadir=str(settings.data_dir),
-        autodiscover=False,
-        topic_partitions=n,
-        topic_replication_factor=settings.replication_factor,
-        table_standby_replicas=0,
-        broker_session_timeout=settings.session_timeout_s,
-        broker_heartbeat_interval=settings.heartbeat_interval_s,
-        processing_guarantee="at_least_once",
-        producer_acks=-1,
-        # Throughput: Faust's defaults (no linger, 16 KB batches) send a few dozen records per
-        # request; a 5 ms linger and batches up to the broker's limit fill requests at a bounded
-        # latency cost.
-        producer_linger=settings.producer_linger_s,
-        # A record batch is what the broker's message limit applies to, and aiokafka does not
-        # split one the broker refuses: a batch never exceeds what the broker accepts.
-        producer_max_batch_size=settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES,
-        producer_max_request_size=PRODUCER_MAX_REQUEST_BYTES,
-        web_enabled=True,
-        web_bind=settings.web_bind,
-        web_host=settings.web_bind,
-        web_port=settings.web_port,
-        web_transport="tcp://",
-        canonical_url=settings.canonical_url,
-        Monitor=QuietMonitor,
-    )
-    app.boot_strategy = WebFirstBoot(app)
-    return app
-
-
-def create_app(settings: Settings, exporter: Exporter | None = None) -> faust.App:
+def create_app(settings: Settings, exporter: Exporter | None = None) -> EvalstreamApp:
     """Build the worker's Faust app for `settings`: compose the stages with Faust's parts."""
-    if settings.broker_kind == "tansu":  # its ListOffsets can answer below the log's end
-        install_fetch_highwaters(lambda: client_kwargs(settings))
-    if settings.fetch_max_wait_s is not None:
-        install_fetch_wait(int(settings.fetch_max_wait_s * 1000))
-    install_consumer_positions()
-    install_eager_delivery()
     if exporter is None:
         metrics = Exporter(__version__, settings.exported_statistics)
         metrics.watch_gc()
@@ -241,7 +163,7 @@ def install_timers(
     @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
     async def export_consumer_lag() -> None:
         """Messages behind the fetch high watermark, per assigned source partition."""
-        metrics.consumer_lag.replace(consumer_lag(app.consumer, sources))
+        metrics.consumer_lag.replace(cast(Consumer, app.consumer).lag(sources))
 
     @app.timer(interval=settings.retire_check_s)  # type: ignore[untyped-decorator]
     async def retire_idle_experiments() -> None:
@@ -294,6 +216,11 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
             gc.freeze()
 
     return recovered
+
+
+def owned_partitions(app: faust.App, topic: str) -> set[int]:
+    """The partitions of `topic` assigned to this worker as active (not standby)."""
+    return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
 
 
 def source_topics(settings: Settings) -> list[str]:

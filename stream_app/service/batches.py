@@ -13,10 +13,10 @@ from typing import Any, Protocol, cast
 
 import faust
 from faust.types import EventT, StreamT
+from faust.types.tuples import ack_lock
 
 from stream_app.core.ingest import error_text
 from stream_app.service.exporter import Exporter
-from stream_app.service.kafka_compat import withhold_acks
 from stream_app.service.outputs import Outputs, Record
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,21 @@ def stop_fatally(stage: str, exc: BaseException) -> None:
         handler.flush()
     sys.stderr.flush()
     os._exit(EXIT_FATAL)
+
+
+def withhold_acks(events: Sequence[EventT[bytes]]) -> None:
+    """Keep a batch's offsets from ever being committed by this process.
+
+    Faust's `take_events` acks every event of a batch when the batch's loop exits, also when
+    the batch failed or was cancelled mid-way, and the next commit would then skip events whose
+    outputs were never written. Marking the messages acked *without* telling the consumer makes
+    that late ack a no-op: the consumer never counts their offsets as done, so it commits nothing
+    at or past them (commits advance over contiguous acked offsets only), and Faust's wait for
+    unacked messages at shutdown does not wait for them either. The next worker to own the
+    partition reads them again. Under Faust's `ack_lock`, as every ack is."""
+    with ack_lock:
+        for event in events:
+            event.message.acked = True
 
 
 def records_of(events: Sequence[EventT[bytes]]) -> list[Record]:

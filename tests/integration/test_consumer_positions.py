@@ -14,8 +14,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from harness import Broker, settings_for
+from stream_app.service.faust_transport import seek_to_committed_or_reset
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
-from stream_app.service.kafka_compat import seek_to_committed_or_reset
 
 pytestmark = pytest.mark.integration
 

@@ -40,7 +40,7 @@ def test_sigkill_before_the_first_commit_then_restart_converges_to_replay(
 ) -> None:
     """Killed before it ever committed (Faust commits every 2.8 s): the replacement starts from
     no committed offsets with all runs already in the topic. Its consumer fetches stream records
-    while it recovers the tables; none of them may be skipped (`install_consumer_positions`).
+    while it recovers the tables; none of them may be skipped (`faust_transport.ConsumerThread`).
     Later kills, after commits, are `test_chaos`'s."""
     settings = settings_for(broker)
     lines = list(

@@ -98,30 +98,6 @@ def test_partitioner_matches_kafkas_default(partitions: int) -> None:
     assert partition_for("foobar", partitions) == partition_for(b"foobar", partitions)
 
 
-def test_consumer_fetch_wait_is_bounded() -> None:
-    # Faust hard-codes a 1.5 s fetch wait; on the embedded broker each hop waited for all of it.
-    from faust.transport.drivers import aiokafka as driver
-
-    create_app(load_settings(fetch_max_wait_s=0.05))
-    thread_cls = driver.AIOKafkaConsumerThread
-
-    class Made:
-        _fetch_max_wait_ms = 1500
-
-    for factory in ("_create_worker_consumer", "_create_client_consumer"):
-        original = getattr(thread_cls, f"_evalstream_original{factory}")
-        setattr(thread_cls, f"_evalstream_original{factory}", lambda self, transport: Made())
-        try:
-            from stream_app.service.kafka_compat import install_fetch_wait
-
-            install_fetch_wait(50)
-            consumer = getattr(thread_cls, factory)(object(), object())
-            assert consumer._fetch_max_wait_ms == 50
-        finally:
-            setattr(thread_cls, f"_evalstream_original{factory}", original)
-            install_fetch_wait(50)
-
-
 def test_a_producer_batch_never_exceeds_the_broker_message_limit() -> None:
     """The broker's limit applies to a record batch, and aiokafka does not split a refused one:
     two bundles of one partition packed together must still fit."""

@@ -1,0 +1,90 @@
+"""evalstream's Faust app: Faust's `App` with evalstream's settings, its start order
+(`App.BootStrategy`) and its transport (`faust_transport`), scoped to this app alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import faust
+from faust.app import BootStrategy
+from faust.types import ServiceT
+
+from stream_app.service.faust_transport import transport_for
+from stream_app.service.kafka_client import faust_credentials
+from stream_app.service.quiet_monitor import QuietMonitor
+from stream_app.service.settings import (
+    MESSAGE_OVERHEAD_BYTES,
+    PRODUCER_MAX_REQUEST_BYTES,
+    Settings,
+)
+
+
+class WebFirstBoot(BootStrategy):
+    """Faust's start order with the web server before the producer: `/healthz` answers while the
+    producer connects (a broker that went away again after `stream-app worker` reached it),
+    and the port is free between the waiting pages (`web.WaitingPages`) and Faust's pages for
+    milliseconds, not for the producer's connection. Stop order is the reverse, as before."""
+
+    def server(self) -> Iterable[ServiceT]:
+        """The services of a worker, in start order."""
+        return self._chain(
+            self.sensors(),
+            self.web_server(),
+            self.kafka_producer(),
+            self.kafka_consumer(),
+            self.agents(),
+            self.kafka_conductor(),
+            self.tables(),
+        )
+
+
+class EvalstreamApp(faust.App):
+    """Faust's app, carrying evalstream's settings (its consumer thread reads them) and
+    starting its web server before its producer."""
+
+    BootStrategy = WebFirstBoot
+
+    def __init__(self, settings: Settings, **options: Any) -> None:
+        self.settings = settings
+        super().__init__(settings.app_id, **options)
+
+
+def faust_app(settings: Settings) -> EvalstreamApp:
+    """The Faust app with evalstream's settings and none from Faust's own environment."""
+    n = settings.partitions
+    app = EvalstreamApp(
+        settings,
+        # Faust reads BROKER_URL, STORE_URL, WEB_PORT… from os.environ and lets them override
+        # code; an empty env makes EVALSTREAM_* the only configuration.
+        env={},
+        broker=[f"kafka://{s}" for s in settings.bootstrap_servers],
+        broker_credentials=faust_credentials(settings),
+        store=settings.store,
+        datadir=str(settings.data_dir),
+        autodiscover=False,
+        topic_partitions=n,
+        topic_replication_factor=settings.replication_factor,
+        table_standby_replicas=0,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_interval_s,
+        processing_guarantee="at_least_once",
+        producer_acks=-1,
+        # Throughput: Faust's defaults (no linger, 16 KB batches) send a few dozen records per
+        # request; a 5 ms linger and batches up to the broker's limit fill requests at a bounded
+        # latency cost.
+        producer_linger=settings.producer_linger_s,
+        # A record batch is what the broker's message limit applies to, and aiokafka does not
+        # split one the broker refuses: a batch never exceeds what the broker accepts.
+        producer_max_batch_size=settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES,
+        producer_max_request_size=PRODUCER_MAX_REQUEST_BYTES,
+        web_enabled=True,
+        web_bind=settings.web_bind,
+        web_host=settings.web_bind,
+        web_port=settings.web_port,
+        web_transport="tcp://",
+        canonical_url=settings.canonical_url,
+        Monitor=QuietMonitor,
+    )
+    app.transport = transport_for(app)
+    return app

@@ -1,0 +1,243 @@
+"""evalstream's Faust transport: Faust's aiokafka driver through its own extension points
+(`Transport.Consumer`, `Consumer._new_consumer_thread`), subclassed, and given to evalstream's
+app alone, so that no other app in the process is changed (docs/brokers.md lists which broker
+needs which of these).
+
+- Honest stream positions (both brokers): a worker restarted before its first commit must not
+  skip the records its consumer fetched during table recovery. Faust hands its live set of active
+  partitions to a fetch that waits in the consumer thread; when recovery pauses the changelogs
+  the set empties, and aiokafka reads an empty set as "every partition": it drains the stream
+  partitions too, and Faust drops those records as not active. And Faust's seek back to the
+  committed offsets moves nothing that has no committed offset. So the fetch reads a snapshot of
+  the set (none when it is empty), and a partition never committed goes where the reset policy
+  says.
+- A recovery's end offsets from Fetch responses (Tansu only): Tansu can answer ListOffsets below
+  a partition's real end, and Faust's recovery then stops early, losing a window's last updates.
+- The fetch wait, when one is set (Tansu's default): Faust builds its consumer with a 1.5 s wait,
+  which Tansu holds in full on every hop.
+- Eager delivery (both): a fetched message goes to its stream without the four tasks Faust's
+  `wait_first` makes for each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+import aiokafka
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from faust.transport.drivers import aiokafka as driver
+from faust.types import TP
+from faust.types.transports import TransportT
+from mode.services import WaitArgT, WaitResults
+
+from stream_app.service.high_watermarks import fetch_high_watermarks
+from stream_app.service.kafka_client import client_kwargs
+
+if TYPE_CHECKING:
+    from stream_app.service.faust_app import EvalstreamApp
+
+
+class ConsumerThread(driver.AIOKafkaConsumerThread):
+    """Faust's aiokafka consumer thread, with evalstream's positions, end offsets and fetch
+    wait. Its settings are its app's."""
+
+    @property
+    def evalstream(self) -> EvalstreamApp:
+        """The app, typed as the one this thread belongs to."""
+        return cast("EvalstreamApp", self.app)
+
+    def _create_worker_consumer(self, transport: driver.Transport) -> aiokafka.AIOKafkaConsumer:
+        """Faust's worker consumer, built with the fetch wait of the settings when one is set:
+        Faust hard-codes 1.5 s, and aiokafka takes the wait at construction only. The arguments
+        are Faust's own (`tests/service/test_faust_transport.py` compares the two consumers)."""
+        wait = self.evalstream.settings.fetch_max_wait_s
+        if wait is None:
+            return super()._create_worker_consumer(transport)
+        conf = self.app.conf
+        # Faust's own choices, as its `_create_worker_consumer` makes them.
+        self._assignor = (
+            self.app.assignor
+            if conf.table_standby_replicas > 0 or self.app.tables.changelog_topics
+            else RoundRobinPartitionAssignor
+        )
+        if conf.broker_session_timeout > conf.broker_request_timeout:
+            return super()._create_worker_consumer(transport)  # Faust says why
+        return aiokafka.AIOKafkaConsumer(
+            client_id=conf.broker_client_id,
+            group_id=conf.id,
+            group_instance_id=conf.consumer_group_instance_id,
+            bootstrap_servers=driver.server_list(transport.url, transport.default_port),
+            partition_assignment_strategy=[self._assignor],
+            enable_auto_commit=False,
+            auto_offset_reset=conf.consumer_auto_offset_reset,
+            max_poll_records=conf.broker_max_poll_records,
+            max_poll_interval_ms=int((conf.broker_max_poll_interval or 0) * 1000.0),
+            max_partition_fetch_bytes=conf.consumer_max_fetch_size,
+            fetch_max_wait_ms=int(wait * 1000),
+            request_timeout_ms=int(conf.broker_request_timeout * 1000.0),
+            check_crcs=conf.broker_check_crcs,
+            session_timeout_ms=int(conf.broker_session_timeout * 1000.0),
+            rebalance_timeout_ms=int(conf.broker_rebalance_timeout * 1000.0),
+            heartbeat_interval_ms=int(conf.broker_heartbeat_interval * 1000.0),
+            isolation_level="read_committed"
+            if self.consumer.in_transaction
+            else "read_uncommitted",
+            metadata_max_age_ms=conf.consumer_metadata_max_age_ms,
+            connections_max_idle_ms=conf.consumer_connections_max_idle_ms,
+            **driver.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
+        )
+
+    async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
+        settings = self.evalstream.settings
+        if settings.broker_kind != "tansu" or self.consumer.in_transaction:
+            return await super()._highwaters(partitions)
+        tps = [aiokafka.TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        found = await fetch_high_watermarks(client_kwargs(settings), tps)
+        return {tp: found[aiokafka.TopicPartition(tp.topic, tp.partition)] for tp in partitions}
+
+    async def _fetch_records(
+        self,
+        consumer: aiokafka.AIOKafkaConsumer,
+        active_partitions: set[TP],
+        timeout: float | None = None,
+        max_records: int | None = None,
+    ) -> Any:
+        snapshot = None if active_partitions is None else frozenset(active_partitions)
+        if snapshot is not None and not snapshot:
+            return {}
+        return await super()._fetch_records(consumer, cast(set[TP], snapshot), timeout, max_records)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        """Seek the stream partitions to their committed offsets, or where the reset policy
+        says when they have none (the changelogs are the recovery's to seek)."""
+        changelogs = set(self.app.tables.changelog_topics)
+        reset = self.app.conf.consumer_auto_offset_reset
+        committed = await self.call_thread(
+            seek_to_committed_or_reset,
+            self._ensure_consumer(),
+            reset,
+            lambda tp: tp.topic in changelogs,
+        )
+        return cast(Mapping[TP, int], committed)
+
+
+class Consumer(driver.Consumer):
+    """Faust's aiokafka consumer with evalstream's thread and eager delivery."""
+
+    def _new_consumer_thread(self) -> ConsumerThread:
+        return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def wait_first(self, *coros: WaitArgT, timeout: Any = None) -> WaitResults:
+        """Deliver a fetched message to its stream at once, in the fetcher's own task.
+
+        Faust's fetcher hands every message over with `wait_first(on_message(message),
+        suspend_flow.wait())`, so that a rebalance can interrupt a delivery blocked on a full
+        stream buffer: four tasks, an `asyncio.wait` and three cancellations per message, more
+        time than validating the run. Nearly always the delivery finishes without suspending
+        (the buffer has room) and then costs no task at all; when it does suspend, it goes on
+        under Faust's own `wait_first`, interruptible as before; so does every delivery while
+        the flow is suspended."""
+        if len(coros) != 2 or timeout is not None or not asyncio.iscoroutine(coros[0]):
+            return await super().wait_first(*coros, timeout=timeout)
+        delivery, interrupt = cast(Coroutine[Any, None, Any], coros[0]), coros[1]
+        if self.suspend_flow.is_set() or self.should_stop:
+            return await super().wait_first(delivery, interrupt)
+        # Nothing on Faust's delivery path reads the current task before it first suspends
+        # (its `wait_for` makes a task of its own on Python 3.11, the version this runs on).
+        try:
+            pending = delivery.send(None)
+        except StopIteration:
+            _close(interrupt)
+            return WaitResults(done=[], results=[], stopped=False)
+        except BaseException:
+            _close(interrupt)
+            raise
+        return await super().wait_first(_Resumed(delivery, pending), interrupt)
+
+    def lag(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        """Messages behind the fetch high watermark, per assigned partition of `topics`: from
+        the last offset handed to an agent, else from the committed offset."""
+        thread = cast(ConsumerThread, self._thread)
+        consumer = thread._ensure_consumer()
+        lags: dict[tuple[str, int], int] = {}
+        for tp in consumer.assignment():
+            if tp.topic not in topics:
+                continue
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                continue
+            key = TP(tp.topic, tp.partition)
+            read = self._read_offset.get(key)
+            next_offset = read + 1 if read is not None else self._committed_offset.get(key)
+            lag = highwater - next_offset if next_offset is not None else highwater
+            lags[(tp.topic, tp.partition)] = max(lag, 0)
+        return lags
+
+
+def _close(awaitable: WaitArgT) -> None:
+    """Close a coroutine that will not be awaited (the interrupt of a finished delivery)."""
+    if asyncio.iscoroutine(awaitable):
+        awaitable.close()
+
+
+class _Resumed:
+    """An awaitable that goes on with a coroutine already run up to its first suspension (on
+    `pending`): it hands `pending` to whoever drives it, then resumes the coroutine with what it
+    is sent or thrown, as a Task would have."""
+
+    def __init__(self, coro: Any, pending: Any) -> None:
+        self.coro = coro
+        self.pending = pending
+
+    def __await__(self) -> Any:
+        pending = self.pending
+        while True:
+            try:
+                sent = yield pending
+            except BaseException as exc:  # cancellation included: the coroutine sees it
+                try:
+                    pending = self.coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = self.coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+class Transport(driver.Transport):
+    """Faust's aiokafka transport with evalstream's consumer."""
+
+    Consumer = Consumer
+
+
+def transport_for(app: EvalstreamApp) -> TransportT:
+    """The consumer transport of `app`, for its broker URLs (Faust's own producer transport is
+    left as it is)."""
+    return Transport(app.conf.broker_consumer, app)
+
+
+async def seek_to_committed_or_reset(
+    consumer: aiokafka.AIOKafkaConsumer, reset: str, skip: Callable[[aiokafka.TopicPartition], bool]
+) -> dict[aiokafka.TopicPartition, int | None]:
+    """Seek each assigned partition to its committed offset, one without any to where the reset
+    policy (`earliest` or `latest`) puts it; returns the committed offsets (None: none).
+
+    aiokafka's `seek_to_committed` moves only partitions committed past 0 and leaves the others
+    where the fetcher left them. Faust may have fetched records there that it then dropped (a
+    partition paused while the fetch was in flight), so a worker restarted before its first
+    commit would skip them. `skip` names partitions whose position is not ours to set (table
+    changelogs, which the recovery seeks itself)."""
+    committed: dict[aiokafka.TopicPartition, int | None] = await consumer.seek_to_committed()
+    never = [tp for tp, offset in committed.items() if offset is None and not skip(tp)]
+    for tp, offset in committed.items():
+        if offset == 0 and not skip(tp):
+            consumer.seek(tp, 0)
+    if never and reset == "latest":
+        await consumer.seek_to_end(*never)
+    elif never:
+        await consumer.seek_to_beginning(*never)
+    return committed

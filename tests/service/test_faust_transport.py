@@ -1,0 +1,103 @@
+"""evalstream's Faust glue is subclasses scoped to its own app: Faust's global classes stay as
+Faust made them, a second app in the process is Faust's own, and the private methods we override
+keep the signatures we were written against (a Faust that changes one fails here first)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import faust
+import pytest
+from faust.transport.consumer import Consumer as FaustBaseConsumer
+from faust.transport.drivers import aiokafka as driver
+
+from stream_app.service.app import create_app
+from stream_app.service.faust_app import EvalstreamApp, WebFirstBoot
+from stream_app.service.faust_transport import Consumer, ConsumerThread, Transport
+from stream_app.service.settings import Settings, load_settings
+
+FAUST_METHODS = {  # what Faust had when the glue was written: (class, method) -> signature
+    (driver.AIOKafkaConsumerThread, "_create_worker_consumer"): "(self, transport: 'Transport')",
+    (driver.AIOKafkaConsumerThread, "_highwaters"): (
+        "(self, partitions: List[faust.types.tuples.TP])"
+    ),
+    (driver.AIOKafkaConsumerThread, "_fetch_records"): (
+        "(self, consumer: aiokafka.consumer.consumer.AIOKafkaConsumer, "
+        "active_partitions: Set[faust.types.tuples.TP], timeout: Optional[float] = None, "
+        "max_records: Optional[int] = None)"
+    ),
+    (driver.AIOKafkaConsumerThread, "seek_to_committed"): "(self)",
+    (driver.Consumer, "_new_consumer_thread"): "(self)",
+    (FaustBaseConsumer, "wait_first"): (
+        "(self, *coros: Union[_asyncio.Future, collections.abc.Coroutine[Any, None, Any], "
+        "collections.abc.Awaitable, mode.utils.locks.Event], "
+        "timeout: Union[datetime.timedelta, float, str] = None)"
+    ),
+}
+ORIGINALS = {(cls, name): getattr(cls, name) for cls, name in FAUST_METHODS}
+
+
+@pytest.mark.parametrize(("owner", "name"), list(FAUST_METHODS))
+def test_the_faust_methods_we_override_keep_their_signatures(owner: type, name: str) -> None:
+    signature = str(inspect.signature(getattr(owner, name))).split(" -> ")[0]
+    assert signature == FAUST_METHODS[(owner, name)]
+
+
+def settings(**changes: Any) -> Settings:
+    return load_settings(broker_url="127.0.0.1:1", **changes)
+
+
+async def test_two_apps_in_one_process_keep_their_own_transports() -> None:
+    tansu = create_app(settings(app_id="a", broker_kind="tansu", fetch_max_wait_s=0.05))
+    kafka = create_app(settings(app_id="b", broker_kind="kafka"))
+    other = faust.App("plain", broker="kafka://127.0.0.1:1", autodiscover=False)
+    assert isinstance(tansu, EvalstreamApp)
+    assert isinstance(tansu.transport, Transport)
+    assert isinstance(tansu.consumer, Consumer)
+    assert isinstance(tansu.consumer._thread, ConsumerThread)
+    assert isinstance(tansu.boot_strategy, WebFirstBoot)
+    # A Faust app made beside them is Faust's own, all through.
+    assert type(other.transport) is driver.Transport
+    assert type(other.consumer) is driver.Consumer
+    assert type(other.consumer._thread) is driver.AIOKafkaConsumerThread
+    assert type(other.boot_strategy) is not WebFirstBoot
+    # Each evalstream app's consumer takes its own fetch wait; Faust's stays where Faust put it.
+    waits = {app.conf.id: worker_consumer(app)._fetch_max_wait_ms for app in (tansu, kafka, other)}
+    assert waits == {"a": 50, "b": 1500, "plain": 1500}
+    # No method of Faust's classes was replaced.
+    for (owner, name), original in ORIGINALS.items():
+        assert getattr(owner, name) is original, f"{owner.__name__}.{name} was rebound"
+
+
+def worker_consumer(app: faust.App) -> Any:
+    """The aiokafka consumer the app's consumer thread would start with (not started)."""
+    thread = app.consumer._thread  # type: ignore[attr-defined]
+    return thread._create_worker_consumer(app.transport)
+
+
+CONFIG_TYPES = (int, float, str, bool, type(None), tuple, list, frozenset)
+
+
+def config_of(consumer: Any) -> dict[str, Any]:
+    """An aiokafka consumer's settings: its plain attributes and its client's."""
+    own = {k: v for k, v in vars(consumer).items() if isinstance(v, CONFIG_TYPES)}
+    client = {
+        f"client.{k}": v for k, v in vars(consumer._client).items() if isinstance(v, CONFIG_TYPES)
+    }
+    return {**own, **client}
+
+
+async def test_a_set_fetch_wait_changes_nothing_else_of_fausts_consumer() -> None:
+    """With a fetch wait set, the worker's consumer is built by evalstream with Faust's own
+    arguments: every setting equals the consumer Faust builds but the wait."""
+    app = create_app(settings(fetch_max_wait_s=0.05, session_timeout_s=7))
+    ours = config_of(worker_consumer(app))
+    fausts = config_of(
+        driver.AIOKafkaConsumerThread._create_worker_consumer(app.consumer._thread, app.transport)  # type: ignore[attr-defined]
+    )
+    assert ours.pop("_fetch_max_wait_ms") == 50
+    assert fausts.pop("_fetch_max_wait_ms") == 1500
+    assert ours == fausts
+    assert ours["_group_id"] == "evalstream"
+    assert ours["_session_timeout_ms"] == 7000
