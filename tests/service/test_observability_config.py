@@ -136,14 +136,16 @@ def test_inhibit_rules() -> None:
 def test_alerts_are_complete() -> None:
     alerts = [r for g in rule_groups() for r in g["rules"] if "alert" in r]
     assert {a["alert"] for a in alerts} == ALERTS
-    readme = (REPO / "README.md").read_text()
+    runbooks = (REPO / "docs" / "runbooks.md").read_text()
     for alert in alerts:
         assert alert["labels"]["severity"] in ("page", "warning")
         assert set(alert["annotations"]) == {"summary", "description", "runbook_url"}
         base, anchor = alert["annotations"]["runbook_url"].split("#", 1)
-        assert base == '{{ or $externalLabels.runbook_base_url "README.md" }}'
+        assert base == '{{ or $externalLabels.runbook_base_url "docs/runbooks.md" }}'
         assert anchor == f"runbook-{alert['alert'].lower()}"
-        assert f'<a id="{anchor}"></a>' in readme, f"README has no runbook for {alert['alert']}"
+        assert f'<a id="{anchor}"></a>' in runbooks, (
+            f"docs/runbooks.md has no runbook for {alert['alert']}"
+        )
         if alert["alert"].startswith("Tier"):
             assert (
                 "{{ $labels.experiment }}"

@@ -1,0 +1,262 @@
+"""The documentation holds together, checked without a network: README.md is a front door, every
+relative link of it and of docs/*.md reaches a file of the repository and an anchor of that page,
+every alert's runbook link has its section in docs/runbooks.md, and every long page starts with
+its contents. External http(s) links are not fetched."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+import yaml
+
+from helpers import REPO
+
+README = REPO / "README.md"
+RUNBOOKS = REPO / "docs" / "runbooks.md"
+RULES = REPO / "prometheus" / "rules" / "evalstream.rules.yml"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
+README_MAX_LINES = 220
+CONTENTS_FROM_LINES = 200  # a page longer than this starts with its contents
+
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[`~]*[ \t]*$", re.M | re.S)
+CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+HTML_ANCHOR = re.compile(r"""<a\s+(?:[^>]*\s)?(?:id|name)\s*=\s*["']([^"']+)["']""", re.I)
+LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+SECTION = re.compile(r"""(?:<a\s+id="([^"]+)"></a>\s*\n)?^## +(.+?)[ \t]*$""", re.M)
+SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
+
+
+def _prose(text: str) -> str:
+    """The page without its fenced code blocks (kept as blank lines, so line numbers hold)."""
+    return FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+def _heading_text(raw: str) -> str:
+    """What a heading shows: links as their text, HTML tags and code-span backticks dropped."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", raw)
+    return re.sub(r"<[^>]+>", "", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation other than '-' and '_' dropped,
+    each space a '-'."""
+    return re.sub(r"[^\w\- ]", "", _heading_text(heading).strip().lower()).replace(" ", "-")
+
+
+def headings(text: str) -> list[tuple[int, str]]:
+    """(level, text) of every heading outside code blocks, in order."""
+    return [(len(m.group(1)), m.group(2)) for m in HEADING.finditer(_prose(text))]
+
+
+def anchors(text: str) -> set[str]:
+    """Every anchor a page has: its headings' slugs (a repeated one gets -1, -2, …) and its
+    explicit `<a id="…">` tags."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, heading in headings(text):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    found |= set(HTML_ANCHOR.findall(CODE_SPAN.sub("", _prose(text))))
+    return found
+
+
+def links(text: str) -> list[tuple[int, str]]:
+    """(line, target) of every Markdown link outside code, images included."""
+    prose = _prose(text)
+    prose = CODE_SPAN.sub(lambda m: "\n" * m.group(0).count("\n"), prose)
+    return [(prose.count("\n", 0, m.start()) + 1, m.group(2)) for m in LINK.finditer(prose)]
+
+
+def broken_links(page: Path, root: Path = REPO) -> list[str]:
+    """What is wrong with each relative link of `page`: a missing file (or one outside `root`),
+    or a missing anchor."""
+    problems = []
+    for line, target in links(page.read_text(encoding="utf-8")):
+        where = f"{page.relative_to(root)}:{line}: ({target})"
+        if not target:
+            problems.append(f"{where} an empty link")
+            continue
+        if SCHEME.match(target) or target.startswith("//"):
+            continue  # external: not fetched
+        path, _, anchor = target.partition("#")
+        dest = page if not path else (page.parent / unquote(path)).resolve()
+        if not dest.is_relative_to(root):
+            problems.append(f"{where} leaves the repository")
+            continue
+        if not dest.exists():
+            problems.append(f"{where} no such file")
+            continue
+        if anchor:
+            if dest.suffix != ".md" or not dest.is_file():
+                problems.append(f"{where} an anchor into a page that is not Markdown")
+            elif unquote(anchor) not in anchors(dest.read_text(encoding="utf-8")):
+                problems.append(f"{where} no anchor #{anchor} in {dest.relative_to(root)}")
+    return problems
+
+
+# The checker itself, on the cases the pages rely on.
+
+
+def test_slugs_follow_githubs_rules() -> None:
+    assert slug("The event: `RunCompleted`") == "the-event-runcompleted"
+    assert slug("Alerts without Docker: `make observe`") == "alerts-without-docker-make-observe"
+    assert slug("pass@k — `stream_app/metrics/pass_at_k.py`") == (
+        "passk--stream_appmetricspass_at_kpy"
+    )
+    assert slug("Prometheus metrics (`/metrics` on `web_bind:web_port`)") == (
+        "prometheus-metrics-metrics-on-web_bindweb_port"
+    )
+    assert slug("Grade of *tier* [see](x.md)") == "grade-of-tier-see"
+
+
+def test_anchors_count_repeated_headings_and_skip_code() -> None:
+    text = (
+        "# A\n\n## Notes\n\n```sh\n# not a heading\n```\n\n## Notes\n\n### Notes\n\n"
+        '<a id="runbook-x"></a>\n\n`<a id="in-code"></a>`\n'
+    )
+    assert anchors(text) == {"a", "notes", "notes-1", "notes-2", "runbook-x"}
+
+
+def test_links_are_found_across_lines_and_not_in_code() -> None:
+    text = (
+        "See [the\nsection](#b) and [`X`](x.md#y).\n\n```\n[no](z.md)\n```\n"
+        "`[no](w.md)` ![img](i.png) [ext](https://example.org/a#b)\n"
+    )
+    assert links(text) == [(1, "#b"), (2, "x.md#y"), (7, "i.png"), (7, "https://example.org/a#b")]
+
+
+def test_broken_links_are_reported(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "other.md").write_text("# Other\n\n## A section\n")
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(
+        "# Page\n\n[ok](#page) [ok](../other.md#a-section) [ok](../other.md) "
+        "[ok](https://example.org/x#y)\n"
+        "[a](#nowhere) [b](no-such-file.md) [c](../other.md#nowhere) [d](../../outside.md)\n"
+    )
+    assert broken_links(page, tmp_path) == [
+        "docs/page.md:4: (#nowhere) no anchor #nowhere in docs/page.md",
+        "docs/page.md:4: (no-such-file.md) no such file",
+        "docs/page.md:4: (../other.md#nowhere) no anchor #nowhere in other.md",
+        "docs/page.md:4: (../../outside.md) leaves the repository",
+    ]
+
+
+# The pages.
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(page: Path) -> None:
+    problems = broken_links(page)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_long_page_starts_with_its_contents(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    lines = text.count("\n")
+    if lines <= CONTENTS_FROM_LINES:
+        return
+    sections = SECTION.findall(_prose(text))  # (explicit anchor or "", title) of each "## "
+    assert sections, f"{page.name} ({lines} lines) has no sections"
+    assert sections[0][1] == "Contents", f"{page.name} ({lines} lines) must start with its Contents"
+    start = text.index("## Contents")
+    end = text.find("\n## ", start + 1)
+    listed = {target for _, target in links(text[start:end])}
+    for anchor, title in sections[1:]:
+        assert {f"#{slug(title)}", f"#{anchor}"} & listed, (
+            f"{page.name}: '## {title}' is not in its Contents"
+        )
+
+
+def test_readme_is_a_front_door() -> None:
+    text = README.read_text(encoding="utf-8")
+    lines = text.count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES})"
+    # It starts with the two commands that work on a fresh machine.
+    first = FENCE.search(text)
+    assert first is not None
+    assert text[: first.start()].strip() == "# evalstream"
+    commands = [line.split("#")[0].strip() for line in first.group(0).splitlines()[1:-1]]
+    assert commands == ["make demo", "make test"]
+    # It leads into every page of docs/.
+    linked = {target.partition("#")[0] for _, target in links(text)}
+    for page in PAGES[1:]:
+        assert f"docs/{page.name}" in linked, f"README.md does not link docs/{page.name}"
+
+
+def stream_app_commands(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The commands `stream-app --help` lists (the entry point pyproject.toml names)."""
+    import importlib
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["stream-app"].partition(":")
+    with pytest.raises(SystemExit):
+        getattr(importlib.import_module(module), function)(["--help"])
+    usage = capsys.readouterr().out
+    listed = usage.split("positional arguments:")[1].split("options:")[0]
+    return re.findall(r"^ {4}([a-z][a-z-]*)\b", listed, re.M)
+
+
+def test_every_stream_app_command_is_listed_in_the_readme(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    commands = stream_app_commands(capsys)
+    assert "worker" in commands
+    assert "demo" in commands
+    text = README.read_text(encoding="utf-8")
+    for command in commands:
+        assert f"`stream-app {command}" in text, f"README.md does not list stream-app {command}"
+
+
+def test_every_alert_has_its_runbook_section() -> None:
+    rules = yaml.safe_load(RULES.read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts
+    assert RUNBOOKS.exists(), "docs/runbooks.md is missing"
+    have = anchors(RUNBOOKS.read_text(encoding="utf-8"))
+    for alert in alerts:
+        base, anchor = alert["annotations"]["runbook_url"].split("#", 1)
+        assert base == '{{ or $externalLabels.runbook_base_url "docs/runbooks.md" }}'
+        assert anchor in have, f"docs/runbooks.md has no #{anchor} for {alert['alert']}"
+
+
+NAMED_PATH = re.compile(
+    r"`((?:stream_app|schemas|tests|bench|scripts|grafana|prometheus)/[\w./-]+)`"
+)
+NAMED_MODULE = re.compile(r"`(stream_app(?:\.\w+)+)`")
+
+
+def named_paths(text: str) -> set[str]:
+    """The repository paths a page names in code spans (`stream_app/...`, `tests/...`), and the
+    modules it names as dotted paths (`stream_app.core.replay`)."""
+    paths = set(NAMED_PATH.findall(text))
+    for dotted in NAMED_MODULE.findall(text):
+        parts = dotted.split(".")
+        # the longest prefix that is a module or package; the rest names something inside it
+        for cut in range(len(parts), 1, -1):
+            base = REPO / Path(*parts[:cut])
+            if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+                break
+        else:
+            paths.add(dotted.replace(".", "/") + ".py")
+    return paths
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_path_a_page_names_exists(page: Path) -> None:
+    """Code moves; the docs that name it must move with it."""
+    missing = sorted(
+        path
+        for path in named_paths(page.read_text())
+        if not (REPO / path.split("#")[0].rstrip("/")).exists()
+        and not any(REPO.glob(path.rstrip("/")))
+    )
+    assert not missing, f"{page.relative_to(REPO)} names paths that do not exist: {missing}"
