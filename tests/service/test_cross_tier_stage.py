@@ -1,6 +1,5 @@
 """The cross-tier stage driven in-process: a dict for its table, a list for its sends."""
 
-import asyncio
 import json
 
 from stage_doubles import Sends, Table, records, samples, wiring
@@ -23,18 +22,18 @@ def make_stage() -> tuple[CrossTierStage, Table, Sends]:
     return stage, table, sends
 
 
-def fed_the_sample(stage: CrossTierStage) -> ReplayReport:
+async def fed_the_sample(stage: CrossTierStage) -> ReplayReport:
     """The stage after one batch of the sample's tier aggregates; replay's report of them."""
     report = replay_lines(SAMPLE, stage.settings)
     aggregates = [a.model_dump_json().encode() for a in report.tiers]
-    asyncio.run(stage.handle(records(stage.settings.topics.aggregates, aggregates)))
+    await stage.handle(records(stage.settings.topics.aggregates, aggregates))
     return report
 
 
-def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() -> None:
+async def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
-    report = fed_the_sample(stage)
+    report = await fed_the_sample(stage)
     sent = sends.to(config.topics.cross_tier)
     expected = [r.model_dump(mode="json") for r in report.cross_tier]
     assert sent == expected
@@ -43,14 +42,14 @@ def test_reports_equal_replay_and_each_experiment_is_written_once_per_batch() ->
     )
 
 
-def test_recovery_and_revoke_touch_only_their_partitions() -> None:
+async def test_recovery_and_revoke_touch_only_their_partitions() -> None:
     stage, _, sends = make_stage()
     config = stage.settings
-    report = fed_the_sample(stage)
+    report = await fed_the_sample(stage)
     sends.sent.clear()
     experiments = [r.experiment_id for r in report.cross_tier]
     owned = {partition_for(experiments[0], 4)}
-    asyncio.run(stage.on_recover(owned))
+    await stage.on_recover(owned)
     republished = sends.keys(config.topics.cross_tier)
     assert set(republished) == {e.encode() for e in experiments if partition_for(e, 4) in owned}
     stage.on_revoked(owned)
@@ -62,14 +61,12 @@ def test_recovery_and_revoke_touch_only_their_partitions() -> None:
     assert left == {e for e in experiments if partition_for(e, 4) not in owned}
 
 
-def test_a_bad_state_is_quarantined_when_loaded() -> None:
+async def test_a_bad_state_is_quarantined_when_loaded() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
     table[b"test-001"] = b'{"T0": "nope"}'
     aggregate = replay_lines(SAMPLE[:1], config).tiers[0]
-    asyncio.run(
-        stage.handle(records(config.topics.aggregates, [aggregate.model_dump_json().encode()]))
-    )
+    await stage.handle(records(config.topics.aggregates, [aggregate.model_dump_json().encode()]))
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     # the bad state's report is withdrawn, then the fresh state's follows
@@ -80,10 +77,10 @@ def test_a_bad_state_is_quarantined_when_loaded() -> None:
     assert [r["tiers"] for r in sends.to(config.topics.cross_tier)] == [["T0"]]
 
 
-def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experiment() -> None:
+async def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experiment() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
-    report = fed_the_sample(stage)
+    report = await fed_the_sample(stage)
     experiment = report.cross_tier[0].experiment_id
     tiers = [a.tier for a in report.tiers if a.experiment_id == experiment]
     assert len(tiers) > 1
@@ -93,12 +90,12 @@ def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experiment() 
     def tombstone(tier: str) -> Record:
         return Record(topic, 0, 0, f"{experiment}/{tier}".encode(), b"")
 
-    asyncio.run(stage.handle([tombstone(tiers[0])]))  # one tier retired: the report follows
+    await stage.handle([tombstone(tiers[0])])  # one tier retired: the report follows
     [partial] = sends.to(config.topics.cross_tier)
     assert sorted(partial["tiers"]) == sorted(tiers[1:])
 
     sends.sent.clear()
-    asyncio.run(stage.handle([tombstone(t) for t in tiers[1:]]))
+    await stage.handle([tombstone(t) for t in tiers[1:]])
     assert [(t, k, v) for t, k, v, _ in sends.sent if t == config.topics.cross_tier] == [
         (config.topics.cross_tier, experiment.encode(), None)
     ]
@@ -112,23 +109,21 @@ def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experiment() 
     assert {k.decode() for k in table} == others
 
     sends.sent.clear()  # a tombstone for an experiment it no longer has: nothing
-    asyncio.run(stage.handle([tombstone(tiers[0])]))
+    await stage.handle([tombstone(tiers[0])])
     assert sends.sent == []
 
 
-def test_a_tombstone_that_names_no_tier_is_a_dead_letter() -> None:
+async def test_a_tombstone_that_names_no_tier_is_a_dead_letter() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
     topic = config.topics.aggregates
-    asyncio.run(
-        stage.handle([Record(topic, 0, 0, b"no-tier-here", b""), Record(topic, 0, 1, None, b"")])
-    )
+    await stage.handle([Record(topic, 0, 0, b"no-tier-here", b""), Record(topic, 0, 1, None, b"")])
     letters = sends.to(config.topics.dead_letter)
     assert [letter["reason"] for letter in letters] == ["processing_error"] * 2
     assert not table
 
 
-def test_a_state_stored_before_cumulative_counts_loads_and_fills_in() -> None:
+async def test_a_state_stored_before_cumulative_counts_loads_and_fills_in() -> None:
     """An experiment state of four medians per tier (before the counts were kept) loads without
     quarantine; the tiers have no differences until their next aggregates bring counts."""
     stage, table, sends = make_stage()
@@ -137,10 +132,10 @@ def test_a_state_stored_before_cumulative_counts_loads_and_fills_in() -> None:
     t0, t1 = (a for a in report.tiers if a.experiment_id == "test-001" and a.tier in ("T0", "T1"))
     medians = [t0.composite_score.median, t0.pass_rate.median, t0.impl_rate.median, 0.1]
     table[b"test-001"] = json.dumps({"T0": medians, "T1": medians}).encode()
-    asyncio.run(stage.handle(records(config.topics.aggregates, [t1.model_dump_json().encode()])))
+    await stage.handle(records(config.topics.aggregates, [t1.model_dump_json().encode()]))
     assert not sends.to(config.topics.dead_letter)
     [sent] = sends.to(config.topics.cross_tier)
     assert sent["pass_rate_difference"] == {}  # the baseline has no counts yet
-    asyncio.run(stage.handle(records(config.topics.aggregates, [t0.model_dump_json().encode()])))
+    await stage.handle(records(config.topics.aggregates, [t0.model_dump_json().encode()]))
     latest = sends.to(config.topics.cross_tier)[-1]
     assert set(latest["pass_rate_difference"]) == {"T1"}

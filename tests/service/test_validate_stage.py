@@ -1,6 +1,5 @@
 """The validate stage driven in-process: a list for its sends, no broker."""
 
-import asyncio
 import json
 
 from stage_doubles import records, samples, wiring
@@ -12,7 +11,7 @@ from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 from stream_app.service.stages.validate import ValidateStage
 
 
-def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
+async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
     config, sends, metrics, outputs = wiring()
     stage = ValidateStage(config, outputs, metrics)
     batch = records(
@@ -20,7 +19,7 @@ def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
         [encode(make_event(run_id="a")), b"not json", encode(make_event(run_id="b", tier="T2"))],
         key=b"input-key",
     )
-    asyncio.run(stage.handle(batch))
+    await stage.handle(batch)
 
     bundles = sends.to(config.topics.runs_by_tier)
     assert sorted(r["run_id"] for b in bundles for r in b["runs"]) == ["a", "b"]
@@ -41,14 +40,16 @@ def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
     assert m[("evalstream_runs_rejected_total", (("reason", "invalid_json"),))] == 1
 
 
-def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_experiments_in_input_order() -> None:
+async def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_experiments_in_input_order() -> (
+    None
+):
     config, sends, metrics, outputs = wiring()
     stage = ValidateStage(config, outputs, metrics)
     events = [
         encode(make_event(run_id=f"r{i}", experiment_id=f"e{i % 9}", tier=f"T{i % 7}"))
         for i in range(70)
     ]
-    asyncio.run(stage.handle(records(config.topics.input, events)))
+    await stage.handle(records(config.topics.input, events))
     partitions = [p for t, _, _, p in sends.sent if t == config.topics.runs_by_tier]
     assert len(partitions) == len(set(partitions))  # one record per partition
     seen = []
@@ -64,13 +65,13 @@ def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_experiments_in_inpu
     assert len(partitions) > 1
 
 
-def test_bundles_stay_below_the_broker_message_limit() -> None:
+async def test_bundles_stay_below_the_broker_message_limit() -> None:
     config, sends, metrics, outputs = wiring(
         broker_max_message_bytes=64 * 1024, dead_letter_cap=16 * 1024
     )
     stage = ValidateStage(config, outputs, metrics)
     events = [encode(make_event(run_id=f"r{i:04d}", tier="T1")) for i in range(1000)]
-    asyncio.run(stage.handle(records(config.topics.input, events)))
+    await stage.handle(records(config.topics.input, events))
     values = [v for t, _, v, _ in sends.sent if t == config.topics.runs_by_tier]
     assert len(values) > 1
     assert all(v is not None and len(v) <= 64 * 1024 - MESSAGE_OVERHEAD_BYTES for v in values)

@@ -57,11 +57,11 @@ def stage_with(sends: Sends | None = None, **overrides: Any) -> tuple[WindowsSta
     return stage, sends, table
 
 
-def test_a_batch_writes_each_key_once_and_publishes_its_last_aggregate() -> None:
+async def test_a_batch_writes_each_key_once_and_publishes_its_last_aggregate() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
     batch = forwarded(config, run(1), run(2), run(3, tier="T2"), run(2))  # the last: a duplicate
-    asyncio.run(stage.handle(batch))
+    await stage.handle(batch)
 
     assert [key for key, _ in table.writes] == [b"exp/T1", b"exp/T2"]
     aggregates = sends.to(config.topics.aggregates)
@@ -81,11 +81,11 @@ def test_a_batch_writes_each_key_once_and_publishes_its_last_aggregate() -> None
     assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == 1
 
 
-def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> None:
+async def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> None:
     sends = Sends(auto_ack=False)
     stage, _, table = stage_with(sends, window_size=2)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1), run(2))))  # full window: grade A, no change
+    await stage.handle(forwarded(config, run(1), run(2)))  # full window: grade A, no change
     assert not sends.to(config.topics.grade_changes)
     sends.ack_pending()
     table.writes.clear()
@@ -102,21 +102,21 @@ def test_grade_changes_are_acknowledged_before_the_state_that_records_them() -> 
         sends.ack_pending()
         await task
 
-    asyncio.run(drop_then_ack())
+    await drop_then_ack()
     changes = sends.to(config.topics.grade_changes)
     assert [(c["previous_grade"], c["grade"]) for c in changes] == [("B", "D"), ("D", "F")]
     assert table.writes
     assert all(pending == 0 for _, pending in table.writes)
 
 
-def test_recovery_republishes_only_the_owned_keys() -> None:
+async def test_recovery_republishes_only_the_owned_keys() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
     keys = [(f"e{i}", f"T{i % 7}") for i in range(12)]
-    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys))))
+    await stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys)))
     sends.sent.clear()
     owned = {0, 2}
-    count = asyncio.run(stage.on_recover(owned))
+    count = await stage.on_recover(owned)
     republished = sends.keys(config.topics.aggregates)
     expected = {f"{e}/{t}".encode() for e, t in keys if partition_for(e, 4) in owned}
     assert set(republished) == expected
@@ -124,13 +124,13 @@ def test_recovery_republishes_only_the_owned_keys() -> None:
     assert 0 < count < len(keys)
 
 
-def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
+async def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1))))
+    await stage.handle(forwarded(config, run(1)))
     table[b"exp/T9"] = b'{"v":1,"window":"no","grade":null}'
     sends.sent.clear()
-    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    await stage.on_recover({0, 1, 2, 3})
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     assert letter["origin"]["topic"] == CHANGELOG
@@ -142,23 +142,23 @@ def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:
     assert m[("evalstream_state_quarantined_total", (("table", "tier-windows"),))] == 1
 
 
-def test_a_quarantined_tier_loses_its_gauges() -> None:
+async def test_a_quarantined_tier_loses_its_gauges() -> None:
     stage, _, table = stage_with()
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1, tier="T3"))))
+    await stage.handle(forwarded(config, run(1, tier="T3")))
     runs = ("evalstream_tier_window_runs", (("experiment", "exp"), ("tier", "T3")))
     assert samples(stage.metrics)[runs] == 1
     table[b"exp/T3"] = b'{"v":1,"window":"no","grade":null}'
     stage.drop_cache()
-    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    await stage.on_recover({0, 1, 2, 3})
     assert runs not in samples(stage.metrics)
 
 
-def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
+async def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
     stage, _, _ = stage_with()
     config = stage.settings
     keys = [(f"e{i}", f"T{i % 7}") for i in range(12)]
-    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys))))
+    await stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys)))
     lost = {1, 3}
     stage.on_revoked(lost)
     left = {
@@ -172,27 +172,27 @@ def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
     assert not stage.cache
 
 
-def test_the_cache_is_dropped_when_a_batch_fails() -> None:
+async def test_the_cache_is_dropped_when_a_batch_fails() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1))))
+    await stage.handle(forwarded(config, run(1)))
     assert stage.cache
     sends.fail_on = config.topics.aggregates
     with pytest.raises(ConnectionError):
-        asyncio.run(stage.handle(forwarded(config, run(2))))
+        await stage.handle(forwarded(config, run(2)))
     assert not stage.cache  # it may be ahead of the table: the next batch reads the table
     sends.fail_on = None
     # Replayed from the table (written before the failed send), the run is a duplicate.
-    asyncio.run(stage.handle(forwarded(config, run(2))))
+    await stage.handle(forwarded(config, run(2)))
     m = samples(stage.metrics)
     assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == 1
 
 
-def test_a_bad_record_is_dead_lettered_with_the_bytes_the_stage_received() -> None:
+async def test_a_bad_record_is_dead_lettered_with_the_bytes_the_stage_received() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
     batch = forwarded(config, run(1)) + records(config.topics.runs_by_tier, [b'{"tier": 1}'])
-    asyncio.run(stage.handle(batch))
+    await stage.handle(batch)
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "processing_error"
     assert letter["detail"]["stage"] == "window"
@@ -201,13 +201,13 @@ def test_a_bad_record_is_dead_lettered_with_the_bytes_the_stage_received() -> No
     assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]
 
 
-def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
+async def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
     """The broker refusing a record after `send` returned (its acknowledgement fails) must fail
     the batch before it counts as done: the batch runner confirms every send."""
     sends = Sends(auto_ack=False)
     stage, _, _ = stage_with(sends)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1))))
+    await stage.handle(forwarded(config, run(1)))
 
     async def refuse_then_confirm() -> None:
         for ack in sends.acks:
@@ -215,46 +215,46 @@ def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
         await stage.outputs.confirm()
 
     with pytest.raises(ConnectionError):
-        asyncio.run(refuse_then_confirm())
+        await refuse_then_confirm()
     assert not stage.outputs.unconfirmed
 
 
-def test_run_age_and_accepted_count_only_the_runs_added() -> None:
+async def test_run_age_and_accepted_count_only_the_runs_added() -> None:
     stage, _, _ = stage_with()
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1), run(1), run(2))))  # one duplicate
+    await stage.handle(forwarded(config, run(1), run(1), run(2)))  # one duplicate
     m = samples(stage.metrics)
     assert m[("evalstream_run_age_seconds_count", ())] == 2
     assert m[("evalstream_runs_accepted_total", ())] == 2
 
 
-def test_a_bundle_of_many_runs_is_folded_like_the_same_runs_one_by_one() -> None:
+async def test_a_bundle_of_many_runs_is_folded_like_the_same_runs_one_by_one() -> None:
     one_by_one, sends_a, _ = stage_with()
     bundled, sends_b, _ = stage_with()
     config = one_by_one.settings
     events = [run(n, tier=f"T{n % 3}") for n in range(1, 25)]
-    asyncio.run(one_by_one.handle(forwarded(config, *events)))
+    await one_by_one.handle(forwarded(config, *events))
     bundle = bundle_runs([metrics_json(config, e) for e in events], 1 << 20)
-    handled = asyncio.run(bundled.handle(records(config.topics.runs_by_tier, bundle)))
+    handled = await bundled.handle(records(config.topics.runs_by_tier, bundle))
     assert handled == len(events)  # the runs, for the per-event processing histogram
     assert untimed(bundled.table) == untimed(one_by_one.table)
     assert sends_b.to(config.topics.aggregates)[-3:] == sends_a.to(config.topics.aggregates)[-3:]
 
 
-def test_a_bare_run_from_a_worker_before_bundles_is_still_read() -> None:
+async def test_a_bare_run_from_a_worker_before_bundles_is_still_read() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
     bare = records(config.topics.runs_by_tier, [metrics_json(config, run(1))])
-    asyncio.run(stage.handle(bare))
+    await stage.handle(bare)
     assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]
 
 
-def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
+async def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
     good = [metrics_json(config, run(n)) for n in (1, 2)]
     bundle = bundle_runs([good[0], b'{"tier": 1}', good[1]], 1 << 20)
-    asyncio.run(stage.handle(records(config.topics.runs_by_tier, bundle, key=b"partition-0")))
+    await stage.handle(records(config.topics.runs_by_tier, bundle, key=b"partition-0"))
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "processing_error"
     assert json.loads(letter["payload"]) == {"tier": 1}
@@ -273,10 +273,10 @@ def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
         b"\xff",
     ],
 )
-def test_a_message_that_is_no_bundle_is_one_dead_letter(value: bytes) -> None:
+async def test_a_message_that_is_no_bundle_is_one_dead_letter(value: bytes) -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
-    asyncio.run(stage.handle(records(config.topics.runs_by_tier, [value])))
+    await stage.handle(records(config.topics.runs_by_tier, [value]))
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "processing_error"
 
@@ -288,7 +288,7 @@ def now_us() -> int:
 DAY_US = 86_400 * 1_000_000
 
 
-def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_the_deletes() -> None:
+async def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_the_deletes() -> None:
     sends = Sends(auto_ack=False)
     stage, _, table = stage_with(sends, experiment_idle_ttl_s=86_400)
     config = stage.settings
@@ -309,7 +309,7 @@ def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_the_dele
         result: list[str] = await sends.acked_until(retiring)
         return result
 
-    retired = asyncio.run(scenario())
+    retired = await scenario()
     assert retired == ["exp", "other"]
     tombstones = [
         (key, value, partition)
@@ -333,97 +333,97 @@ def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_the_dele
     assert m[("evalstream_experiments", ())] == 0
 
 
-def test_an_experiment_with_one_active_tier_stays_and_a_retired_one_starts_fresh() -> None:
+async def test_an_experiment_with_one_active_tier_stays_and_a_retired_one_starts_fresh() -> None:
     stage, sends, table = stage_with(experiment_idle_ttl_s=86_400)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11)))))
+    await stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11))))
     stored = json.loads(table[b"exp/T0"])
     stored["at"] -= DAY_US // 2  # T0 last ran half a day ago…
     table[b"exp/T0"] = json.dumps(stored).encode()
     stage.drop_cache()
-    asyncio.run(stage.on_recover({0, 1, 2, 3}))
-    asyncio.run(stage.handle(forwarded(config, run(1, tier="T5"))))  # …T5 runs now
-    assert asyncio.run(stage.retire_idle(now_us() + DAY_US // 2 + 60_000_000)) == []
+    await stage.on_recover({0, 1, 2, 3})
+    await stage.handle(forwarded(config, run(1, tier="T5")))  # …T5 runs now
+    assert await stage.retire_idle(now_us() + DAY_US // 2 + 60_000_000) == []
     assert b"exp/T0" in table
 
-    assert asyncio.run(stage.retire_idle(now_us() + DAY_US + 60_000_000)) == ["exp"]
+    assert await stage.retire_idle(now_us() + DAY_US + 60_000_000) == ["exp"]
     assert not table
     sends.sent.clear()
-    asyncio.run(stage.handle(forwarded(config, run(11, tier="T0"))))
+    await stage.handle(forwarded(config, run(11, tier="T0")))
     [aggregate] = sends.to(config.topics.aggregates)
     assert aggregate["runs"] == 1  # a fresh window
 
 
-def test_recovery_tracks_the_stored_touch_times_and_a_ttl_of_zero_retires_nothing() -> None:
+async def test_recovery_tracks_the_stored_touch_times_and_a_ttl_of_zero_retires_nothing() -> None:
     stage, _, table = stage_with(experiment_idle_ttl_s=0)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1))))
-    assert asyncio.run(stage.retire_idle(now_us() + 10_000 * DAY_US)) == []
+    await stage.handle(forwarded(config, run(1)))
+    assert await stage.retire_idle(now_us() + 10_000 * DAY_US) == []
     assert b"exp/T1" in table
 
     legacy, _, legacy_table = stage_with(experiment_idle_ttl_s=60)
     stored = {k: v for k, v in json.loads(table[b"exp/T1"]).items() if k != "at"}
     legacy_table[b"exp/T1"] = json.dumps(stored).encode()  # stored before touch times were kept
-    asyncio.run(legacy.on_recover({0, 1, 2, 3}))
-    assert asyncio.run(legacy.retire_idle(now_us())) == []  # counts as touched at recovery
-    assert asyncio.run(legacy.retire_idle(now_us() + 61_000_000)) == ["exp"]
+    await legacy.on_recover({0, 1, 2, 3})
+    assert await legacy.retire_idle(now_us()) == []  # counts as touched at recovery
+    assert await legacy.retire_idle(now_us() + 61_000_000) == ["exp"]
 
 
-def test_a_state_with_a_bad_touch_time_is_quarantined() -> None:
+async def test_a_state_with_a_bad_touch_time_is_quarantined() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1))))
+    await stage.handle(forwarded(config, run(1)))
     stored = json.loads(table[b"exp/T1"])
     stored["at"] = "yesterday"
     table[b"exp/T1"] = json.dumps(stored).encode()
     sends.sent.clear()
-    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    await stage.on_recover({0, 1, 2, 3})
     [letter] = sends.to(config.topics.dead_letter)
     assert "touched" in letter["detail"]["error"]
 
 
-def test_the_state_cache_keeps_the_most_recently_used_keys_only() -> None:
+async def test_the_state_cache_keeps_the_most_recently_used_keys_only() -> None:
     stage, sends, _ = stage_with(state_cache_keys=3)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, *(run(1, tier=f"T{t}") for t in range(5)))))
+    await stage.handle(forwarded(config, *(run(1, tier=f"T{t}") for t in range(5))))
     assert list(stage.cache) == [b"exp/T2", b"exp/T3", b"exp/T4"]
     assert stage.cached("exp/T2") is stage.cache[b"exp/T2"]  # a hit moves it to the end
     assert list(stage.cache) == [b"exp/T3", b"exp/T4", b"exp/T2"]
     sends.sent.clear()  # an evicted key is read back from the table, with nothing lost
-    asyncio.run(stage.handle(forwarded(config, run(2, tier="T0"))))
+    await stage.handle(forwarded(config, run(2, tier="T0")))
     [aggregate] = sends.to(config.topics.aggregates)
     assert aggregate["runs"] == 2
 
 
-def test_a_run_for_an_experiment_idle_past_the_ttl_starts_it_fresh_before_the_timer() -> None:
+async def test_a_run_for_an_experiment_idle_past_the_ttl_starts_it_fresh_before_the_timer() -> None:
     """Replay's rule, exactly: the batch retires the idle experiment before folding its run."""
     stage, sends, table = stage_with(experiment_idle_ttl_s=86_400)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11)))))
+    await stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11))))
     stored = json.loads(table[b"exp/T0"])
     stored["at"] -= 2 * DAY_US
     table[b"exp/T0"] = json.dumps(stored).encode()
-    asyncio.run(stage.on_recover({0, 1, 2, 3}))
+    await stage.on_recover({0, 1, 2, 3})
     sends.sent.clear()
-    asyncio.run(stage.handle(forwarded(config, run(11, tier="T0"))))
+    await stage.handle(forwarded(config, run(11, tier="T0")))
     assert sends.tombstones(config.topics.aggregates) == [b"exp/T0"]
     [aggregate] = sends.to(config.topics.aggregates)
     assert aggregate["run_ids"] == ["exp/T0/011"]
 
 
-def test_nothing_retires_while_the_worker_is_behind_its_input() -> None:
+async def test_nothing_retires_while_the_worker_is_behind_its_input() -> None:
     stage, _, table = stage_with(experiment_idle_ttl_s=60)
     config = stage.settings
-    asyncio.run(stage.handle(forwarded(config, run(1))))
+    await stage.handle(forwarded(config, run(1)))
     stage.lagging = lambda: True
-    assert asyncio.run(stage.retire_idle(now_us() + DAY_US)) == []
-    asyncio.run(stage.handle(forwarded(config, run(2))))  # a backlog's run: the same window
+    assert await stage.retire_idle(now_us() + DAY_US) == []
+    await stage.handle(forwarded(config, run(2)))  # a backlog's run: the same window
     assert len(json.loads(table[b"exp/T1"])["window"]) == 2
     stage.lagging = lambda: False
-    assert asyncio.run(stage.retire_idle(now_us() + DAY_US)) == ["exp"]
+    assert await stage.retire_idle(now_us() + DAY_US) == ["exp"]
 
 
-def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recovery() -> None:
+async def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recovery() -> None:
     sends = Sends(auto_ack=False)
     stage, _, table = stage_with(sends, experiment_idle_ttl_s=60)
     config = stage.settings
@@ -441,7 +441,7 @@ def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recovery() ->
         count = await sends.acked_until(recovering)
         return retired, count
 
-    retired, republished = asyncio.run(scenario())
+    retired, republished = await scenario()
     assert retired == []
     assert set(table) == {b"exp/T1", b"exp/T3"}  # not deleted…
     assert republished == 2  # …and re-published after the tombstones, by recovery

@@ -1,0 +1,62 @@
+"""Every scenario through the in-memory chain of the real stages equals `replay` of the same
+lines: in one go, in batches of one, across crashes that redeliver uncommitted batches, across
+rebalances, and with the caches dropped between batches."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+from chain import Chain
+from scenarios import SCENARIOS, Scenario, expected_outputs, settings_of
+
+US = 1_000_000
+
+
+async def crash(chain: Chain) -> None:
+    await chain.restart()
+
+
+async def rebalance(chain: Chain) -> None:
+    await chain.rebalance({0, 1})
+
+
+async def drop_caches(chain: Chain) -> None:
+    for stage in (chain.worker.windows, chain.worker.cross_tier):
+        stage.drop_cache()
+
+
+Hook = Callable[[Chain], Awaitable[None]]
+SOME = (2, 5, 11, 23, 47, 95)
+"""Batch numbers after which a crash or a rebalance strikes: early, and as the backlog goes."""
+PATHS: dict[str, tuple[int, int, dict[int, Hook]]] = {  # batch size, commit every, hooks
+    "in one go": (1000, 1, {}),
+    "batches of one": (1, 1, {}),
+    "crashes": (3, 4, dict.fromkeys(SOME, crash)),
+    "rebalances": (5, 1, dict.fromkeys(SOME, rebalance)),
+    "caches dropped": (4, 1, dict.fromkeys(range(1, 500), drop_caches)),
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
+async def test_the_chain_equals_replay(scenario: Scenario, path: str) -> None:
+    settings = settings_of(scenario)
+    batch, commit_every, hooks = PATHS[path]
+    chain = Chain(settings, batch=batch, commit_every=commit_every)
+    for n, phase in enumerate(scenario.phases()):
+        if n:  # the pause: the worker's retirement timer runs after the idle time
+            retired = await chain.retire(
+                int((time.time() + 2 * scenario.settings.get("experiment_idle_ttl_s", 0)) * US)
+            )
+            assert retired
+        chain.produce(phase)
+        await chain.drain(hooks)
+    aggs, cross = chain.outputs()
+    want_aggs, want_cross, rejected = expected_outputs(
+        scenario.lines, settings, retire=scenario.idle_after is not None
+    )
+    assert aggs == want_aggs
+    assert cross == want_cross
+    assert chain.dead_letter_reasons() == rejected
