@@ -24,6 +24,7 @@ from aiokafka.errors import (
     UnsupportedSaslMechanismError,
 )
 
+from stream_app.errors import UserError
 from stream_app.service.settings import BROKER_URL_FORM, ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,11 @@ def faust_credentials(settings: Settings) -> Any:
     if context is not None:
         return faust.SSLCredentials(context)
     return None
+
+
+class BrokerUnreachable(UserError, ConnectionError):
+    """The broker did not answer within the tries or the time a command gives it: its address is
+    wrong, or it is not running. One line."""
 
 
 class BrokerRefused(ConfigError):
@@ -260,7 +266,7 @@ async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -
             if refused is not None:
                 raise refused from None
             if max_attempts is not None and attempt >= max_attempts:
-                raise ConnectionError(f"broker {servers} unreachable: {exc}") from None
+                raise BrokerUnreachable(f"broker {servers} unreachable: {exc}") from None
             log.warning(
                 "broker %s unreachable (%s); retrying in %.0f s", servers, type(exc).__name__, delay
             )

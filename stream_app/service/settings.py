@@ -37,6 +37,7 @@ from pydantic_settings import (
 from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP, dead_letter_max_bytes
 from stream_app.core.config import ONE_MIB, CoreConfig
 from stream_app.core.tier_state import MAX_ROW_BYTES
+from stream_app.errors import UserError
 from stream_app.service.aggregate_collector import DEFAULT_EXPORTED_STATISTICS, STATS
 
 TierField = Literal[
@@ -316,7 +317,7 @@ class Settings(CoreConfig, BaseSettings):
         return parse_broker_url(self.broker_url)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """The configuration cannot be loaded; the message is one line for the user."""
 
 
