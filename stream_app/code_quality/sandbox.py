@@ -45,8 +45,9 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
+from stream_app.tools_dir import tools_dir
+
 RUNNER: Final = Path(__file__).with_name("_sandbox_runner.py")
-REPO_BWRAP: Final = Path(__file__).resolve().parents[2] / ".tools/bubblewrap/usr/bin/bwrap"
 NOBODY: Final = 65534
 OUTPUT_CAP: Final = 64 * 1024
 """Bytes of stdout and of stderr kept; the rest is read and dropped."""
@@ -106,11 +107,13 @@ class SandboxStatus:
 
 
 def find_bwrap() -> str | None:
-    """The bwrap to use: on PATH, else the one scripts/install-sandbox.sh put into .tools/."""
+    """The bwrap to use: on PATH, else the one scripts/install-sandbox.sh put under the
+    `tools_dir` setting."""
     found = shutil.which("bwrap")
     if found:
         return found
-    return str(REPO_BWRAP) if os.access(REPO_BWRAP, os.X_OK) else None
+    installed = tools_dir() / "bubblewrap" / "usr" / "bin" / "bwrap"
+    return str(installed) if os.access(installed, os.X_OK) else None
 
 
 def _python() -> str:

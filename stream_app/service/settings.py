@@ -39,6 +39,7 @@ from stream_app.core.config import ONE_MIB, CoreConfig
 from stream_app.core.tier_state import MAX_ROW_BYTES
 from stream_app.errors import UserError
 from stream_app.service.aggregate_collector import DEFAULT_EXPORTED_STATISTICS, STATS
+from stream_app.tools_dir import checkout_tools
 
 TierField = Literal[
     "pass_rate",
@@ -248,6 +249,12 @@ class Settings(CoreConfig, BaseSettings):
     security: KafkaSecurity = KafkaSecurity()
     tansu_bin: Path | None = Field(
         default=None, description="Tansu binary for `stream-app broker`."
+    )
+    tools_dir: Path = Field(
+        default_factory=checkout_tools,
+        description="Where scripts/install-kafka.sh, install-prometheus.sh and install-sandbox.sh "
+        "put Apache Kafka, Prometheus with Alertmanager, and bubblewrap (default: the checkout's "
+        ".tools).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
