@@ -8,7 +8,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
+
+from stream_app.service.kafka_client import groupless_consumer
 
 log = logging.getLogger(__name__)
 
@@ -23,15 +25,9 @@ async def fetch_high_watermarks(
     tps = list(partitions)
     if not tps:
         return {}
-    consumer = AIOKafkaConsumer(
-        **consumer_kwargs,
-        group_id=None,
-        enable_auto_commit=False,
-        fetch_max_bytes=1024 * 1024,
-        max_partition_fetch_bytes=64 * 1024,
-    )
-    await consumer.start()
-    try:
+    async with groupless_consumer(
+        consumer_kwargs, fetch_max_bytes=1024 * 1024, max_partition_fetch_bytes=64 * 1024
+    ) as consumer:
         lower = await consumer.end_offsets(tps)
         consumer.assign(tps)
         for tp in tps:
@@ -52,5 +48,3 @@ async def fetch_high_watermarks(
                     result[tp] = lower[tp]
                 break
         return result
-    finally:
-        await consumer.stop()

@@ -1,4 +1,5 @@
-"""aiokafka and Faust client settings (TLS, SASL), broker wait with backoff, topic creation."""
+"""aiokafka and Faust client settings (TLS, SASL), broker wait with backoff, topic creation, and
+the one way to read without a consumer group."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -193,7 +194,7 @@ async def check_reads(settings: Settings, topics: Iterable[str], group: str) -> 
     """Raise BrokerRefused when ACLs keep this client from its consumer group or from reading
     one of `topics` (those that exist): a fetch with no group, one partition each. Before the
     worker starts, so that a refusal is one line, not a crash in Faust's consumer thread."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
 
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
@@ -209,16 +210,34 @@ async def check_reads(settings: Settings, topics: Iterable[str], group: str) -> 
         raise denied(settings, exc) from None
     finally:
         await admin.close()
-    consumer = AIOKafkaConsumer(**client_kwargs(settings), group_id=None, enable_auto_commit=False)
+    async with groupless_consumer(settings) as consumer:
+        try:
+            for topic, partition in existing:
+                tp = TopicPartition(topic, partition)
+                consumer.assign([tp])
+                await consumer.seek_to_end(tp)
+                await consumer.getmany(tp, timeout_ms=200)
+        except DENIED as exc:
+            raise denied(settings, exc) from None
+
+
+@contextlib.asynccontextmanager
+async def groupless_consumer(
+    connection: Settings | Mapping[str, Any], *topics: str, **options: Any
+) -> AsyncIterator[Any]:
+    """A started aiokafka consumer in no group, stopped when the block ends: it commits nothing
+    and never rebalances anyone's partitions, so reading with it disturbs no worker. `connection`
+    is the settings or a client's keyword arguments (`client_kwargs`); `topics` to subscribe to
+    (or none, to `assign` partitions), `options` the consumer's other arguments."""
+    from aiokafka import AIOKafkaConsumer
+
+    kwargs = client_kwargs(connection) if isinstance(connection, Settings) else dict(connection)
+    consumer = AIOKafkaConsumer(
+        *topics, **kwargs, group_id=None, enable_auto_commit=False, **options
+    )
     await consumer.start()
     try:
-        for topic, partition in existing:
-            tp = TopicPartition(topic, partition)
-            consumer.assign([tp])
-            await consumer.seek_to_end(tp)
-            await consumer.getmany(tp, timeout_ms=200)
-    except DENIED as exc:
-        raise denied(settings, exc) from None
+        yield consumer
     finally:
         await consumer.stop()
 
@@ -355,8 +374,7 @@ async def topic_partitions(admin: Any, topic: str) -> set[int]:
 async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
     """Every record of `topic` from the beginning up to its high watermark, as reported by the
     fetch responses themselves (ListOffsets can be wrong on the embedded broker). No group."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka import TopicPartition
 
     admin = AIOKafkaAdminClient(**client_kwargs(settings))
     await admin.start()
@@ -366,10 +384,8 @@ async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) ->
         await admin.close()
     if not partitions:
         return []
-    consumer = AIOKafkaConsumer(**client_kwargs(settings), group_id=None, enable_auto_commit=False)
-    await consumer.start()
     records: list[Any] = []
-    try:
+    async with groupless_consumer(settings) as consumer:
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
@@ -388,8 +404,6 @@ async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) ->
                 return records
             if loop.time() > deadline:
                 raise TimeoutError(f"could not read {topic} to its end within {timeout_s} s")
-    finally:
-        await consumer.stop()
 
 
 def last_by_key(records: Iterable[Any]) -> dict[bytes, bytes]:
