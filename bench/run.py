@@ -54,23 +54,25 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stream_app.commands.broker import BrokerError, EmbeddedBroker, free_port  # noqa: E402
-from stream_app.commands.kafka_broker import (  # noqa: E402
+from stream_app.brokers import BrokerError  # noqa: E402
+from stream_app.brokers.kafka import (  # noqa: E402
     RELEASE_JVM_OPTIONS,
     ApacheKafka,
     kafka_version,
 )
-from stream_app.commands.processes import stop_process, stop_signals  # noqa: E402
-from stream_app.commands.producer import produce  # noqa: E402
-from stream_app.commands.synthetic import synthetic_lines  # noqa: E402
-from stream_app.commands.worker_process import WorkerProcess  # noqa: E402
+from stream_app.brokers.tansu import EmbeddedBroker  # noqa: E402
 from stream_app.core.ingest import Rejection, evaluate_run  # noqa: E402
 from stream_app.core.keys import tier_key  # noqa: E402
 from stream_app.core.tier_state import TierState  # noqa: E402
 from stream_app.core.window import WindowEntry  # noqa: E402
+from stream_app.ports import free_port  # noqa: E402
+from stream_app.processes import stop_process, stop_signals  # noqa: E402
+from stream_app.processes.worker_process import WorkerProcess  # noqa: E402
+from stream_app.producer import produce  # noqa: E402
 from stream_app.service.high_watermarks import fetch_high_watermarks  # noqa: E402
 from stream_app.service.kafka_client import client_kwargs, topic_partitions  # noqa: E402
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
+from stream_app.synthetic import synthetic_lines  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 QUIX_VENV = ROOT / "bench" / ".venv-quix"

@@ -1,5 +1,5 @@
 """`python -m stream_app` is `stream-app`."""
 
-from stream_app.commands.cli import main
+from stream_app.cli.main import main
 
 raise SystemExit(main())

@@ -1,1 +1,2 @@
-"""The `stream-app` commands and the tools they use: worker, demo, broker, producer, replay."""
+"""The `stream-app` commands, one module each: a `Command` (`stream_app.cli.command`) named
+`COMMAND`, listed by name in the registry, `stream_app.cli.registry`."""

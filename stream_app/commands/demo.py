@@ -9,6 +9,7 @@ stopped by PID on the way out, whatever happens, and its temporary directory is 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import shutil
@@ -22,23 +23,31 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-
-from schemas.aggregates import TierAggregate
-from schemas.cross_tier import CrossTierReport
-from schemas.grade_change import GradeChange
-from stream_app.commands.broker import EmbeddedBroker, free_port, port_open
-from stream_app.commands.live_table import LiveState, render
-from stream_app.commands.processes import stop_signals
-from stream_app.commands.producer import produce
-from stream_app.commands.synthetic import scenario, synthetic_lines
-from stream_app.commands.watch import Watcher, WatchError, WatchOptions
-from stream_app.commands.worker_process import WorkerExited, WorkerProcess, metric_total
-from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app import exit_codes
+from stream_app.brokers.tansu import EmbeddedBroker
+from stream_app.cli import runner
+from stream_app.cli.command import Command
+from stream_app.cli.options import (
+    add_broker,
+    add_config,
+    add_scenario,
+    options_of,
+    settings_of,
+)
+from stream_app.errors import UserError
+from stream_app.ports import free_port, port_open
+from stream_app.processes import stop_signals
+from stream_app.processes.worker_process import WorkerExited, WorkerProcess, metric_total
+from stream_app.producer import produce
+from stream_app.service.kafka_client import ensure_topics, groupless_consumer, wait_for_broker
 from stream_app.service.settings import Settings
+from stream_app.synthetic import scenario, synthetic_lines
+from stream_app.terminal.live_table import LiveState, render
+from stream_app.terminal.records import output_kinds
+from stream_app.watcher import Watcher, WatchOptions
 
 
-class DemoError(Exception):
+class DemoError(UserError):
     """The demo cannot run; the message is one line."""
 
 
@@ -85,33 +94,19 @@ def _received(worker: WorkerProcess) -> float | None:
 async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> None:
     """Tail the three output topics from the beginning into `state`."""
     topics = settings.topics
-    consumer = AIOKafkaConsumer(
+    kinds = output_kinds(settings)
+    async with groupless_consumer(
+        settings,
         topics.aggregates,
         topics.cross_tier,
         topics.grade_changes,
-        **client_kwargs(settings),
-        group_id=None,
         auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
+    ) as consumer:
         while not stop.is_set():
             batch = await consumer.getmany(timeout_ms=200)
-            for tp, messages in batch.items():
-                for m in messages:
-                    if m.value is None:  # a tombstone: a retired tier or experiment
-                        state.retire(m.key.decode(), tier=tp.topic == topics.aggregates)
-                    elif tp.topic == topics.aggregates:
-                        agg = TierAggregate.model_validate_json(m.value)
-                        state.aggregates[(agg.experiment_id, agg.tier)] = agg
-                    elif tp.topic == topics.cross_tier:
-                        report = CrossTierReport.model_validate_json(m.value)
-                        state.reports[report.experiment_id] = report
-                    else:
-                        state.add_change(GradeChange.model_validate_json(m.value))
-    finally:
-        await consumer.stop()
+            for messages in batch.values():
+                for message in messages:
+                    state.add(kinds[message.topic], message)
 
 
 def _source(
@@ -167,10 +162,7 @@ async def _run(
 ) -> None:
     metrics_url = f"http://{settings.web_bind}:{settings.web_port}/metrics"
     stop = asyncio.Event()
-    try:
-        publishing, source, published = _source(settings, options, workdir, stop)
-    except WatchError as exc:
-        raise DemoError(str(exc)) from None
+    publishing, source, published = _source(settings, options, workdir, stop)
     tty = sys.stdout.isatty()
     print(f"{note}; worker metrics: {metrics_url}", flush=True)
     try:  # `--duration` bounds the whole demo, an unreachable broker included
@@ -231,23 +223,21 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
     # SIGTERM and SIGHUP as Ctrl-C until the event loop takes them over, so that they too clean
     # up (the broker and the worker run in sessions of their own: nothing else stops them).
     stopping = stop_signals()
-    for sig in set(stopping) - {signal.SIGINT}:  # SIGINT already raises KeyboardInterrupt
-        signal.signal(sig, _interrupt)
-    workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
-    try:
-        _run_in(settings, options, workdir, stopping)
-    finally:
-        if options.keep_workdir:
-            print(f"demo files (logs, the worker's data) kept in {workdir}", flush=True)
-        else:
-            # Everything is stopped by now; a second Ctrl-C must not leave the directory half
-            # removed.
-            previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stopping}
-            shutil.rmtree(workdir, ignore_errors=True)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    # SIGINT already raises KeyboardInterrupt.
+    with runner.handling(set(stopping) - {signal.SIGINT}, _interrupt):
+        workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
+        try:
+            _run_in(settings, options, workdir, stopping)
+        finally:
+            if options.keep_workdir:
+                print(f"demo files (logs, the worker's data) kept in {workdir}", flush=True)
+            else:
+                # Everything is stopped by now; a second Ctrl-C must not leave the directory
+                # half removed.
+                with runner.handling(stopping, signal.SIG_IGN):
+                    shutil.rmtree(workdir, ignore_errors=True)
     print("demo stopped", flush=True)
-    return 0
+    return exit_codes.OK
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -261,7 +251,7 @@ def _run_in(
     configured = "broker_url" in settings.model_fields_set
     broker: EmbeddedBroker | None = None
     worker: WorkerProcess | None = None
-    loop: asyncio.AbstractEventLoop | None = None
+    loop: runner.CommandLoop | None = None
     try:
         if port_open(settings.web_bind, settings.web_port):
             busy = settings.web_port
@@ -290,11 +280,8 @@ def _run_in(
             bind=settings.web_bind,
             env={"EVALSTREAM_BROKER_KIND": settings.broker_kind},
         )
-        loop = asyncio.new_event_loop()
-        main = loop.create_task(_run(settings, options, worker, note, workdir))
-        for sig in stopping:
-            loop.add_signal_handler(sig, main.cancel)
-        loop.run_until_complete(main)
+        loop = runner.CommandLoop(stopping, cancel=True)
+        loop.run(_run(settings, options, worker, note, workdir))
     except (asyncio.CancelledError, KeyboardInterrupt):
         print("\nstopping…", flush=True)  # Ctrl-C is how a demo ends: not an error
     finally:
@@ -306,3 +293,47 @@ def _run_in(
                 broker.stop()
             if loop is not None:
                 loop.close()
+
+
+class DemoCommand(Command):
+    """Runs `run_demo` with the settings of `--broker`, the environment and `--config`."""
+
+    name = "demo"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """What to publish, how fast and for how long; the broker; the work directory."""
+        parser.add_argument(
+            "--synthetic",
+            type=int,
+            metavar="N",
+            help="N synthetic runs (each tier one run a second of event time) instead of the "
+            "bundled real runs",
+        )
+        add_scenario(parser)
+        parser.add_argument(
+            "--watch",
+            nargs="+",
+            metavar="DIR",
+            help="publish the runs of ProjectScylla experiment directories as they finish",
+        )
+        parser.add_argument("--rate", type=float, default=60.0, help="events per second (60)")
+        parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+        add_broker(
+            parser,
+            help="use this broker instead of starting the embedded one "
+            "(overrides EVALSTREAM_BROKER_URL and the config file)",
+        )
+        parser.add_argument(
+            "--keep-workdir",
+            action="store_true",
+            help="keep the demo's temporary directory (worker and broker logs) and say where it is",
+        )
+        add_config(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """The demo's exit status."""
+        demo = options_of(DemoOptions, args, watch=tuple(Path(d) for d in args.watch or ()))
+        return run_demo(settings_of(args), demo)
+
+
+COMMAND = DemoCommand()

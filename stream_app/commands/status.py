@@ -3,6 +3,7 @@ a table. Plain HTTP from the standard library; `--json` prints the API's answer 
 
 from __future__ import annotations
 
+import argparse
 import json
 import urllib.error
 import urllib.parse
@@ -10,13 +11,18 @@ import urllib.request
 from typing import Final
 
 from schemas.query_api import ExperimentDetail, ExperimentList
-from stream_app.commands.live_table import LiveState, render
+from stream_app import exit_codes
+from stream_app.cli.command import Command
+from stream_app.cli.options import add_config, settings_of
+from stream_app.errors import UserError
+from stream_app.terminal.live_table import LiveState, render
 
 TIMEOUT_S: Final = 15.0
 
 
-class StatusError(Exception):
-    """The worker could not answer, or said why not (a 404's one-line reason)."""
+class StatusError(UserError):
+    """The worker could not answer, or said why not (a 404's one-line reason): an address to
+    fix, a worker to start, or an experiment id to check (`exit_codes` says why that is 2)."""
 
 
 def api_url(base: str, experiment: str | None) -> str:
@@ -40,7 +46,7 @@ def fetch(url: str) -> bytes:
         except Exception:
             reason = exc.reason
         raise StatusError(f"{exc.code}: {reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: not an http URL
         why = getattr(exc, "reason", exc)
         raise StatusError(f"cannot reach the worker at {url}: {why}") from None
 
@@ -84,3 +90,30 @@ def status(base: str, experiment: str | None, as_json: bool) -> str:
     if experiment is None:
         return list_table(ExperimentList.model_validate_json(body))
     return detail_table(ExperimentDetail.model_validate_json(body))
+
+
+class StatusCommand(Command):
+    """Asks the worker at `--url`, or at the settings' `web_bind:web_port`."""
+
+    name = "status"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """EXPERIMENT, `--url`, `--json` and `--config`."""
+        parser.add_argument(
+            "experiment", nargs="?", metavar="EXPERIMENT", help="one experiment's id"
+        )
+        parser.add_argument(
+            "--url", metavar="URL", help="a worker's web address (default: web_bind and web_port)"
+        )
+        parser.add_argument("--json", action="store_true", help="print the API's JSON as it is")
+        add_config(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Print the answer."""
+        settings = settings_of(args)
+        base = args.url or f"http://{settings.web_bind}:{settings.web_port}"
+        print(status(base, args.experiment, args.json))
+        return exit_codes.OK
+
+
+COMMAND = StatusCommand()

@@ -4,24 +4,27 @@ SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import errno
 import logging
-import signal
-import socket
 from typing import TYPE_CHECKING, Any
 
+from stream_app import exit_codes
+from stream_app.cli import options, runner
+from stream_app.cli.command import Command
+from stream_app.errors import UserError
+from stream_app.ports import cannot_listen
 from stream_app.service.settings import Settings
 
 if TYPE_CHECKING:
     from stream_app.service.web import WaitingPages
 
 log = logging.getLogger(__name__)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class StartupError(Exception):
+class StartupError(UserError):
     """A problem the user can fix, reported as one line."""
 
 
@@ -33,12 +36,9 @@ def _port_error(host: str, port: int, exc: OSError) -> StartupError:
 
 def check_port_free(host: str, port: int) -> None:
     """Fail with a fixable one-line error before Faust fails with a traceback on a taken port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise _port_error(host, port, exc) from None
+    problem = cannot_listen(host, port)
+    if problem is not None:
+        raise _port_error(host, port, problem)
 
 
 async def prepare(settings: Settings) -> Settings:
@@ -58,14 +58,6 @@ async def prepare(settings: Settings) -> Settings:
         log.info("created topics: %s", ", ".join(created))
     await check_reads(settings, source_topics(settings), settings.app_id)
     return await resolve_broker(settings)
-
-
-def configure_logging(level: str) -> None:
-    """One log format with the PID, so the lines of several workers can be told apart."""
-    logging.basicConfig(
-        level=level.upper(),
-        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-    )
 
 
 async def open_waiting_pages(settings: Settings) -> WaitingPages:
@@ -99,36 +91,31 @@ async def wait_for_cluster(settings: Settings, stop: asyncio.Event) -> Settings 
 def run_worker(settings: Settings) -> int:
     """`stream-app worker`: the streaming service itself; blocks until it stops, returns its exit
     code."""
-    configure_logging(settings.log_level)
+    runner.configure_worker_logging(settings.log_level)
     check_port_free(settings.web_bind, settings.web_port)
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
     # Faust handles SIGINT and SIGTERM once it runs; until then a worker told to stop while it
     # waits for its broker, or while Faust is being built, stops here, cleanly.
-    stop = asyncio.Event()
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop.set)
+    loop = runner.CommandLoop()
     try:
-        pages = loop.run_until_complete(open_waiting_pages(settings))
+        pages = loop.run(open_waiting_pages(settings))
         try:
-            prepared = loop.run_until_complete(wait_for_cluster(settings, stop))
+            prepared = loop.run(wait_for_cluster(settings, loop.stop))
             if prepared is None:
                 log.info("evalstream worker: stopped while waiting for the broker")
-                return 0
+                return exit_codes.OK
             settings = prepared
             # Made while the waiting pages still answer: importing and building Faust takes a
             # second, the port is then handed over within milliseconds.
-            worker = faust_worker(settings, loop)
-            loop.run_until_complete(asyncio.sleep(0.01))  # a signal that came meanwhile
-            if stop.is_set():
+            worker = faust_worker(settings, loop.loop)
+            loop.run(asyncio.sleep(0.01))  # a signal that came meanwhile
+            if loop.stop.is_set():
                 log.info("evalstream worker: stopped before it started")
-                return 0
+                return exit_codes.OK
         finally:
-            loop.run_until_complete(pages.close())
-            for signum in STOP_SIGNALS:
-                loop.remove_signal_handler(signum)
+            loop.run(pages.close())
+            loop.release_signals()
     except KeyboardInterrupt:
-        return 130
+        return exit_codes.INTERRUPTED
     log.info(
         "evalstream worker: broker %s, metrics on http://%s:%d/metrics",
         ",".join(settings.bootstrap_servers),
@@ -143,7 +130,7 @@ def run_worker(settings: Settings) -> int:
         return int(exc.code or 0)
     except DENIED as exc:  # ACLs that do not let it read or write what it must: no retry mends
         raise denied(settings, exc) from None
-    return 0  # a refusal found only once running (a write): mode logged it and exited 1
+    return exit_codes.OK  # a refusal found only once running (a write): mode logged it, exited 1
 
 
 def faust_worker(settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
@@ -160,3 +147,21 @@ def faust_worker(settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
         redirect_stdouts=False,
         override_logging=False,
     )
+
+
+class WorkerCommand(Command):
+    """Runs `run_worker` with the settings of `--broker`, the environment and `--config`."""
+
+    name = "worker"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """`--broker` and `--config`."""
+        options.add_broker(parser)
+        options.add_config(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """The worker's exit status."""
+        return run_worker(options.settings_of(args))
+
+
+COMMAND = WorkerCommand()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.commands import cli
+from stream_app.cli import main as cli
 from stream_app.service import kafka_client
 from stream_app.service.kafka_client import wait_for_broker
 from stream_app.service.settings import ConfigError, Settings, load_settings
@@ -47,9 +47,9 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
             return type("Counts", (), {"skipped": 0, "skipped_experiments": 0})()
 
     monkeypatch.setattr("stream_app.commands.worker.run_worker", run_worker)
-    monkeypatch.setattr("stream_app.commands.producer.produce", produce)
+    monkeypatch.setattr("stream_app.producer.produce", produce)
     monkeypatch.setattr("stream_app.commands.demo.run_demo", run_demo)
-    monkeypatch.setattr("stream_app.commands.watch.Watcher", Watcher)
+    monkeypatch.setattr("stream_app.watcher.Watcher", Watcher)
     return captured
 
 

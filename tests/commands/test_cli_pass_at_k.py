@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from stream_app.commands.cli import main
+from stream_app.cli.main import main
 
 
 def test_keys_are_pass_at_k(capsys: pytest.CaptureFixture[str]) -> None:

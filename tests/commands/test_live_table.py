@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from helpers import encode, make_event
-from stream_app.commands.live_table import LiveState, render
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
+from stream_app.terminal.live_table import LiveState, render
 
 
 def state_of(

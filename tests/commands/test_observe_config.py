@@ -17,17 +17,14 @@ import pytest
 import yaml
 
 from helpers import REPO, prometheus_tool
+from stream_app.cli.main import main, parse
+from stream_app.cli.options import duration, host_port
 from stream_app.commands import observe
-from stream_app.commands.observe import (
-    AlertReceiver,
-    ObserveConfig,
-    ObserveError,
-    alertmanager_config,
-    format_notification,
-    parse_duration,
-    parse_target,
-    prometheus_config,
-)
+from stream_app.observe import ObserveError
+from stream_app.observe.config import ObserveConfig, alertmanager_config, prometheus_config
+from stream_app.observe.receiver import AlertReceiver, format_notification
+from stream_app.observe.stack import ObserveStack
+from stream_app.observe.tools import find_tool
 
 PRODUCTION_AM = yaml.safe_load((REPO / "prometheus" / "alertmanager.yml").read_text())
 WEBHOOK = "http://127.0.0.1:4321/alerts"
@@ -106,22 +103,22 @@ def test_generated_configs_pass_promtool_and_amtool(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "expected"), [("15s", "15s"), ("1m30s", "1m30s"), ("2", "2s")])
 def test_durations(text: str, expected: str) -> None:
-    assert parse_duration(text) == expected
+    assert duration(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "0", "0s", "1.5s", "fast", "-1s", "10 s"])
 def test_bad_durations(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
-        parse_duration(text)
+        duration(text)
 
 
 def test_targets() -> None:
-    assert parse_target("127.0.0.1:6066") == "127.0.0.1:6066"
-    assert parse_target("worker-1:6067") == "worker-1:6067"
-    assert parse_target("[::1]:6066") == "[::1]:6066"
+    assert host_port("127.0.0.1:6066") == "127.0.0.1:6066"
+    assert host_port("worker-1:6067") == "worker-1:6067"
+    assert host_port("[::1]:6066") == "[::1]:6066"
     for bad in ("6066", "host:", "host:http", "host:70000", ":6066"):
         with pytest.raises(argparse.ArgumentTypeError):
-            parse_target(bad)
+            host_port(bad)
 
 
 def notification(status: str = "firing", **alert_overrides: Any) -> dict[str, Any]:
@@ -279,10 +276,8 @@ def test_receiver_json_mode_prints_the_raw_body() -> None:
 
 
 def test_parser_defaults_are_productions() -> None:
-    parser = argparse.ArgumentParser(prog="stream-app")
-    observe.add_observe_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["observe"])
-    assert args.handler is not None
+    command, args = parse(["observe"])
+    assert command is observe.COMMAND
     assert (args.prometheus_port, args.alertmanager_port) == (9090, 9093)
     assert (args.scrape_interval, args.evaluation_interval, args.group_wait) == (
         "15s",
@@ -291,13 +286,18 @@ def test_parser_defaults_are_productions() -> None:
     )
     assert args.target is None  # then 127.0.0.1:<web_port from the settings>
     assert not args.json
-    args = parser.parse_args(["observe", "--target", "127.0.0.1:1", "--target", "127.0.0.1:2"])
+    _, args = parse(["observe", "--target", "127.0.0.1:1", "--target", "127.0.0.1:2"])
     assert args.target == ["127.0.0.1:1", "127.0.0.1:2"]
 
 
 def test_default_target_is_the_settings_web_port(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALSTREAM_WEB_PORT", "6111")
-    assert observe.default_targets(None) == ("127.0.0.1:6111",)
+    monkeypatch.setenv("EVALSTREAM_TOOLS_DIR", "/opt/tools")
+    run: list[ObserveConfig] = []
+    monkeypatch.setattr(observe, "run_observe", lambda config, raw_json: run.append(config) or 0)
+    assert main(["observe"]) == 0
+    assert run[0].targets == ("127.0.0.1:6111",)
+    assert run[0].tools_home == Path("/opt/tools/prometheus")
 
 
 def test_a_missing_binary_is_one_line(
@@ -305,12 +305,12 @@ def test_a_missing_binary_is_one_line(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ObserveError) as caught:
-        observe.find_tool(("prometheus",), tools_dir=tmp_path / "none")
+        find_tool(("prometheus",), home=tmp_path / "none")
     assert "\n" not in str(caught.value)
     assert "scripts/install-prometheus.sh" in str(caught.value)
 
-    monkeypatch.setattr(observe, "TOOLS_DIR", tmp_path / "none")
-    assert observe.main(["--target", "127.0.0.1:6066"]) == 2
+    monkeypatch.setenv("EVALSTREAM_TOOLS_DIR", str(tmp_path / "none"))
+    assert main(["observe", "--target", "127.0.0.1:6066"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("stream-app observe: error: ")
@@ -319,12 +319,10 @@ def test_a_missing_binary_is_one_line(
 
 @pytest.mark.parametrize("port", ["0", "65536", "-1", "x"])
 def test_a_listening_port_is_1_to_65535(port: str, capsys: pytest.CaptureFixture[str]) -> None:
-    parser = argparse.ArgumentParser(prog="stream-app")
-    observe.add_observe_parser(parser.add_subparsers(dest="command"))
     for option in ("--prometheus-port", "--alertmanager-port"):
         with pytest.raises(SystemExit):
-            parser.parse_args(["observe", option, port])
-    assert parser.parse_args(["observe", "--webhook-port", "0"]).webhook_port == 0  # any
+            parse(["observe", option, port])
+    assert parse(["observe", "--webhook-port", "0"])[1].webhook_port == 0  # any
 
 
 @pytest.mark.parametrize(
@@ -337,7 +335,7 @@ def test_a_listening_port_is_1_to_65535(port: str, capsys: pytest.CaptureFixture
 )
 def test_the_three_ports_must_differ(ports: dict[str, int], tmp_path: Path) -> None:
     """Checked before anything starts: one line, not Prometheus's log of a taken port."""
-    stack = observe.ObserveStack(config(**ports), out=io.StringIO())
+    stack = ObserveStack(config(**ports), out=io.StringIO())
     with pytest.raises(ObserveError, match="must differ"):
         stack.start()
     assert stack.workdir is None

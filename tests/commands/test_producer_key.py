@@ -4,7 +4,7 @@ runs keep the order they were sent in and the order-dependent outputs equal `rep
 from __future__ import annotations
 
 from helpers import encode, make_event
-from stream_app.commands.producer import experiment_key
+from stream_app.producer import experiment_key
 
 
 def test_events_are_keyed_by_experiment() -> None:

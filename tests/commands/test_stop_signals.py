@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stream_app.commands.processes import stop_signals
+from stream_app.processes import stop_signals
 
 
 @pytest.fixture

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from helpers import encode, make_event
 from schemas.dead_letter import MessageOrigin
 from schemas.grade_change import GradeChange
-from stream_app.commands import cli
-from stream_app.commands.tail import MODELS, TailError, format_record, json_line, resolve_topic
+from stream_app.cli import main as cli
+from stream_app.commands.tail import TailError, resolve_topic
 from stream_app.core.ingest import evaluate_run, make_dead_letter
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
+from stream_app.terminal.records import MODELS, format_record, json_line
 
 SETTINGS = load_settings()
 
@@ -228,7 +229,7 @@ def test_cli_max_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_unreachable_broker_is_one_line_within_the_timeout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from stream_app.commands.broker import free_port
+    from stream_app.ports import free_port
 
     closed = f"127.0.0.1:{free_port()}"
     assert cli.main(["tail", "dlq", "--broker", closed, "--timeout", "1"]) == 2

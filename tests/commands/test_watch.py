@@ -13,9 +13,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from scylla_dirs import Run, make_experiment, write_run
-from stream_app.commands.watch import Watcher, WatchOptions
 from stream_app.scylla.watch_state import WatchState
 from stream_app.service.settings import load_settings
+from stream_app.watcher import Watcher, WatchOptions
 
 
 class Producer:
@@ -63,7 +63,7 @@ async def test_an_outage_is_waited_out_and_recorded_only_when_acknowledged(
         assert w.state is not None
         assert w.state.run_ids == set()  # nothing recorded while unacknowledged
 
-    monkeypatch.setattr("stream_app.commands.watch.asyncio.sleep", no_sleep)
+    monkeypatch.setattr("stream_app.watcher.asyncio.sleep", no_sleep)
     producer = Producer(failures=3)
     w.scanner.scan()
     await w._publish(producer)  # type: ignore[arg-type]

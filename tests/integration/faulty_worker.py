@@ -73,7 +73,7 @@ def main() -> int:
     prefix = os.environ.get("FAULT_POISON_PREFIX")
     if prefix:
         install_poison(prefix)
-    from stream_app.commands.cli import main as cli_main
+    from stream_app.cli.main import main as cli_main
 
     return cli_main(["worker"])
 

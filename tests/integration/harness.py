@@ -15,11 +15,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from stream_app.commands.broker import BrokerError, EmbeddedBroker, find_tansu
-from stream_app.commands.kafka_broker import ApacheKafka, find_kafka
-from stream_app.commands.producer import produce
-from stream_app.commands.worker_process import WorkerExited, WorkerProcess
+from stream_app.brokers import BrokerError
+from stream_app.brokers.kafka import ApacheKafka, find_kafka
+from stream_app.brokers.tansu import EmbeddedBroker, find_tansu
 from stream_app.core.replay import replay_lines
+from stream_app.processes.worker_process import WorkerExited, WorkerProcess
+from stream_app.producer import produce
 from stream_app.service.kafka_client import last_by_key, read_topic
 from stream_app.service.settings import Settings, load_settings
 

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import threading
 
-from stream_app.commands.broker import free_port
+from stream_app.ports import free_port
 
 
 class TcpProxy:

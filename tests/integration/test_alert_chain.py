@@ -21,10 +21,12 @@ import pytest
 
 from harness import Broker, Worker, settings_for, wait_until
 from helpers import prometheus_tool
-from stream_app.commands.broker import free_port
-from stream_app.commands.observe import ObserveConfig, ObserveStack, find_tools
-from stream_app.commands.producer import produce
-from stream_app.commands.synthetic import Drop, synthetic_lines
+from stream_app.observe.config import ObserveConfig
+from stream_app.observe.stack import ObserveStack
+from stream_app.observe.tools import find_tools
+from stream_app.ports import free_port
+from stream_app.producer import produce
+from stream_app.synthetic import Drop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 

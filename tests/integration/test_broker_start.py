@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness import require_broker, require_tansu
-from stream_app.commands.broker import BrokerError, EmbeddedBroker
-from stream_app.commands.kafka_broker import ApacheKafka
+from stream_app.brokers import BrokerError
+from stream_app.brokers.kafka import ApacheKafka
+from stream_app.brokers.tansu import EmbeddedBroker
 
 
 def gone(pid: int) -> bool:
@@ -54,7 +55,7 @@ def test_ctrl_c_while_a_broker_starts_stops_it(
     if isinstance(broker, ApacheKafka):
         monkeypatch.setattr(broker, "_answers", interrupted)
     else:
-        monkeypatch.setattr("stream_app.commands.broker.port_open", interrupted)
+        monkeypatch.setattr("stream_app.brokers.tansu.port_open", interrupted)
     with pytest.raises(KeyboardInterrupt):
         broker.start()
     monkeypatch.undo()

@@ -25,7 +25,7 @@ from harness import (
     settings_for,
     wait_until,
 )
-from stream_app.commands.synthetic import Drop, synthetic_lines
+from stream_app.synthetic import Drop, synthetic_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness import Broker, Worker, produce_lines, records, settings_for, wait_until
 from helpers import encode, make_event
-from stream_app.commands.worker_process import Samples, metric_total
+from stream_app.processes.worker_process import Samples, metric_total
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.commands.kafka_broker import ApacheKafka
+from stream_app.brokers.kafka import ApacheKafka
 from stream_app.service.kafka_client import client_kwargs
 from stream_app.service.settings import Settings
 

@@ -28,8 +28,8 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.commands.producer import experiment_key
 from stream_app.core.replay import replay_lines
+from stream_app.producer import experiment_key
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings

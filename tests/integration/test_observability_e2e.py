@@ -18,9 +18,9 @@ import yaml
 
 from harness import Broker, Worker, produce_lines, settings_for, wait_until
 from helpers import REPO, encode, make_event, prometheus_tool
-from stream_app.commands.broker import free_port
-from stream_app.commands.processes import stop_process
-from stream_app.commands.synthetic import Drop, synthetic_lines
+from stream_app.ports import free_port
+from stream_app.processes import stop_process
+from stream_app.synthetic import Drop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 

@@ -32,8 +32,8 @@ import yaml
 
 from harness import Broker, Worker, wait_until
 from helpers import REPO, prometheus_tool
-from stream_app.commands.broker import free_port
-from stream_app.commands.processes import stop_process
+from stream_app.ports import free_port
+from stream_app.processes import stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -152,7 +152,7 @@ def test_stream_app_status_prints_the_list_and_one_experiment(
     unknown = subprocess.run(
         [*cli, "nope"], check=False, capture_output=True, text=True, timeout=60
     )
-    assert unknown.returncode == 1
+    assert unknown.returncode == 2  # a user error (stream_app/exit_codes.py)
     assert unknown.stderr.strip() == (
-        "stream-app status: 404: unknown experiment 'nope' (never seen, or retired)"
+        "stream-app status: error: 404: unknown experiment 'nope' (never seen, or retired)"
     )

@@ -27,8 +27,8 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE
-from stream_app.commands.broker import free_port
-from stream_app.commands.kafka_broker import ApacheKafka
+from stream_app.brokers.kafka import ApacheKafka
+from stream_app.ports import free_port
 from stream_app.service.settings import Settings, load_settings
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()

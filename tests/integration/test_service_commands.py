@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import Worker, make_broker, require_tansu, wait_until
-from stream_app.commands.broker import free_port, port_open
+from stream_app.ports import free_port, port_open
 
 pytestmark = pytest.mark.integration
 

@@ -27,10 +27,10 @@ from harness import (
 )
 from helpers import SAMPLE_FILE
 from schemas.grade_change import GradeChange
-from stream_app.commands.tail import _aggregate
 from stream_app.core.replay import replay_lines
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.settings import Settings
+from stream_app.terminal.records import aggregate_line
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +114,7 @@ def test_tail_prints_aggregates_and_dead_letters(
         key, _, rest = line.partition("  ")
         last[key] = rest
     expected = {  # what tail prints of replay's aggregates: the worker's are the same
-        f"{agg.experiment_id}/{agg.tier}": _aggregate(agg).partition("  ")[2]
+        f"{agg.experiment_id}/{agg.tier}": aggregate_line(agg).partition("  ")[2]
         for agg in replay_lines(SAMPLE, settings).tiers
     }
     assert last == expected

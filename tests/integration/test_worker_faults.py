@@ -20,8 +20,8 @@ from harness import (
     wait_until,
 )
 from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.commands.broker import EmbeddedBroker
-from stream_app.commands.synthetic import Drop, synthetic_lines
+from stream_app.brokers.tansu import EmbeddedBroker
+from stream_app.synthetic import Drop, synthetic_lines
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import Worker, make_broker, wait_until
-from stream_app.commands.broker import free_port, port_open
-from stream_app.commands.worker_process import WorkerProcess
+from stream_app.ports import free_port, port_open
+from stream_app.processes.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """A real Apache Kafka broker on loopback: one KRaft node (broker and controller in one process)
 from the jars `scripts/install-kafka.sh` resolves with Maven into `.tools/kafka`. What the tests
 and the benchmark run evalstream against, since production runs Apache Kafka; Tansu
-(`commands/broker.py`) stays the demo's embedded broker.
+(`brokers/tansu.py`) stays the demo's embedded broker.
 
 Settings fit one node: replication factor 1 for the internal topics, no initial rebalance delay, a
 small heap; storage formatted afresh in a directory of its own, removed when it stops (unless the
@@ -18,16 +18,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Final
 
-from stream_app.commands.broker import BrokerError, free_port, port_open
-from stream_app.commands.processes import stop_process
+from stream_app.brokers import BrokerError, LoopbackBroker
+from stream_app.ports import free_port, port_open
+from stream_app.processes import stop_process
+from stream_app.tools_dir import tools_dir
 
-KAFKA_HOME: Final = Path(
-    os.environ.get("EVALSTREAM_KAFKA_HOME") or Path(__file__).resolve().parents[2] / ".tools/kafka"
-)
-"""Where `scripts/install-kafka.sh` puts the broker: `lib/` (the jars) and its log4j2 config."""
 ONE_NODE: Final[Mapping[str, str]] = {
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "4",
@@ -63,14 +60,23 @@ RELEASE_JVM_OPTIONS: Final = (
 `kafka-run-class.sh`): for measuring it as production runs it."""
 
 
-def kafka_version(home: Path = KAFKA_HOME) -> str | None:
+def kafka_home() -> Path:
+    """Where `scripts/install-kafka.sh` puts the broker, `lib/` (the jars) and its log4j2
+    config: `kafka/` of the `tools_dir` setting, unless EVALSTREAM_KAFKA_HOME names another."""
+    return Path(os.environ.get("EVALSTREAM_KAFKA_HOME") or tools_dir() / "kafka")
+
+
+def kafka_version(home: Path | None = None) -> str | None:
     """The installed version (from its `kafka_2.13-<version>.jar`), None when not installed."""
+    home = kafka_home() if home is None else home
     jars = sorted((home / "lib").glob("kafka_2.13-*.jar"))
     return jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar") if jars else None
 
 
-def find_kafka(home: Path = KAFKA_HOME) -> Path:
-    """The installed broker's home; BrokerError, one line, when it is not there or no java."""
+def find_kafka(home: Path | None = None) -> Path:
+    """The installed broker's home (`kafka_home()` unless given); BrokerError, one line, when it
+    is not there or no java."""
+    home = kafka_home() if home is None else home
     if kafka_version(home) is None:
         raise BrokerError(
             f"no Apache Kafka in {home}: run scripts/install-kafka.sh (needs Java 17 and Maven)"
@@ -90,7 +96,7 @@ def java_cause(output: str) -> str:
     return lines[-1][:500] if lines else "(no output)"
 
 
-class ApacheKafka:
+class ApacheKafka(LoopbackBroker):
     """An Apache Kafka process on 127.0.0.1; a context manager that always stops it.
 
     `config` adds or overrides broker properties (listeners for SASL and TLS, the log cleaner's
@@ -98,11 +104,11 @@ class ApacheKafka:
     port of its own (`ports[name]`); `scram` the SCRAM-SHA-512 users (name: password) the
     storage is formatted with; `jvm_options` the JVM's (`RELEASE_JVM_OPTIONS` to measure it)."""
 
-    host = "127.0.0.1"
+    start_timeout_s = 60.0
 
     def __init__(
         self,
-        home: Path = KAFKA_HOME,
+        home: Path | None = None,
         *,
         workdir: Path | None = None,
         log_file: Path | None = None,
@@ -116,8 +122,6 @@ class ApacheKafka:
     ) -> None:
         self.home = find_kafka(home)
         self.port = port or free_port(self.host)
-        # Clients connect to the advertised address after bootstrap: a proxy in front of the
-        # broker (the network-cut tests) must be advertised, or traffic would bypass it.
         self.advertised_port = advertised_port or self.port
         self.controller_port = free_port(self.host)
         self.ports = {name: free_port(self.host) for name in listeners or {}}
@@ -130,16 +134,6 @@ class ApacheKafka:
         self.workdir: Path | None = None
         self.log_file = log_file
         self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        """The plaintext listener (`host:port`)."""
-        return f"{self.host}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """What clients bootstrap from: the plaintext listener's advertised address."""
-        return f"kafka://{self.host}:{self.advertised_port}"
 
     def url_of(self, listener: str) -> str:
         """The bootstrap URL of an extra listener."""
@@ -204,23 +198,8 @@ class ApacheKafka:
             *args,
         ]
 
-    def start(self, timeout: float = 60.0) -> ApacheKafka:
-        """Format the storage (the first time), start the broker and return once it answers.
-        Whatever stops it half-way (a failure, Ctrl-C) stops what it started: a `with` block
-        does not exit what its `__enter__` did not return.
-
-        Raises:
-            BrokerError: a port is taken, the broker exited, or it did not answer in time.
-        """
-        if port_open(self.host, self.port):
-            raise BrokerError(f"port {self.address} is already in use")
-        try:
-            return self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self, timeout: float) -> ApacheKafka:
+    def _start(self, timeout: float) -> None:
+        """Format the storage (the first time), start the broker, wait until it answers."""
         self.workdir = self.given_workdir or Path(tempfile.mkdtemp(prefix="evalstream-kafka-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         data = self.workdir / "data"
@@ -264,7 +243,6 @@ class ApacheKafka:
                     f"Apache Kafka did not answer on {self.address} in {timeout:.0f} s"
                 )
             time.sleep(0.05)
-        return self
 
     def tool(self, main: str, *args: str) -> subprocess.CompletedProcess[bytes]:
         """Run one of Kafka's command-line tools (a class of its jars, e.g.
@@ -294,14 +272,3 @@ class ApacheKafka:
         if self.workdir is not None and self.given_workdir is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
-
-    def __enter__(self) -> ApacheKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

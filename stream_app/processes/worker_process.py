@@ -22,8 +22,8 @@ from typing import Self
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.commands.broker import free_port
-from stream_app.commands.processes import stop_process
+from stream_app.ports import free_port
+from stream_app.processes import stop_process
 
 # One sample of a scrape: (sample name, its labels sorted by name).
 SampleKey = tuple[str, tuple[tuple[str, str], ...]]

@@ -1,5 +1,5 @@
 """Text from the outside (producers' ids, Kafka records, Alertmanager's labels) made safe to
-print on a terminal, shared by the commands that print it (`tail`, `observe`)."""
+print on a terminal, shared by everything that prints it (`tail`, `observe`, `backtest`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The demo's live view: what the output topics say, as a terminal table. Pure rendering of a
-`LiveState` that the demo feeds from `tier-aggregates`, `cross-tier-reports` and `grade-changes`."""
+"""The demo's live view (and `stream-app status EXPERIMENT`): what the output topics say, as a
+terminal table. Pure rendering of a `LiveState` that the demo feeds from `tier-aggregates`,
+`cross-tier-reports` and `grade-changes`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas.aggregates import CumulativeStats, TierAggregate
+from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
-from schemas.cross_tier import CrossTierReport, Difference
+from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
 from stream_app.core.keys import split_tier_key
+from stream_app.terminal.records import (
+    NOT_SIGNIFICANT,
+    KafkaRecord,
+    Kind,
+    decode,
+    difference_text,
+    pass_rate_text,
+)
 
 HIGHLIGHT_S = 15.0
 GRADE_COLOURS = {"A": "32", "B": "36", "C": "33", "D": "35", "F": "31"}
@@ -22,7 +31,6 @@ GRADE_WIDTH = 12  # "filling 9/10"; wider capacities push the row, not the grade
 EXPERIMENT_WIDTH = 14
 PASS_RATE_WIDTH = 19  # "100.0 [91.1, 100.0]"
 DIFFERENCE_WIDTH = 24  # "-33.3 [-100.0, +100.0] ~"; a wider one pushes the row
-NOT_SIGNIFICANT = "~"
 
 
 @dataclass
@@ -32,6 +40,24 @@ class LiveState:
     aggregates: dict[tuple[str, str], TierAggregate] = field(default_factory=dict)
     reports: dict[str, CrossTierReport] = field(default_factory=dict)
     changes: list[tuple[float, GradeChange]] = field(default_factory=list)
+
+    def add(self, kind: Kind, record: KafkaRecord) -> None:
+        """A record of an output topic: the latest aggregate of a tier, report of an experiment,
+        or a grade change; a tombstone retires its key.
+
+        Raises:
+            ValidationError: the record is not what a topic of its kind holds.
+        """
+        if record.value is None:
+            self.retire((record.key or b"").decode(), tier=kind == "aggregates")
+            return
+        value = decode(kind, record.value)
+        if isinstance(value, TierAggregate):
+            self.aggregates[(value.experiment_id, value.tier)] = value
+        elif isinstance(value, CrossTierReport):
+            self.reports[value.experiment_id] = value
+        elif isinstance(value, GradeChange):
+            self.add_change(value)
 
     def retire(self, key: str, tier: bool) -> None:
         """A tombstone's key: a retired tier (`experiment/tier`) or experiment."""
@@ -74,28 +100,6 @@ def _grade_cell(agg: TierAggregate, paint: Paint) -> str:
     if not agg.drop.monitoring:
         return _pad(f"{letter} {paint('warming', DIM)}", f"{agg.grade} warming", GRADE_WIDTH)
     return _pad(letter, agg.grade, GRADE_WIDTH)
-
-
-def _points(value: float, sign: str = "") -> str:
-    """A share as percentage points with one decimal (`sign` "+" to always show the sign)."""
-    return f"{100 * value:{sign}.1f}"
-
-
-def pass_rate_text(cumulative: CumulativeStats) -> str:
-    """The pass rate over every run of the tier, in %, with its anytime-valid interval:
-    `73.2 [65.1, 80.3]`."""
-    low, high = cumulative.pass_rate_interval.low, cumulative.pass_rate_interval.high
-    return f"{_points(cumulative.pass_rate)} [{_points(low)}, {_points(high)}]"
-
-
-def difference_text(difference: Difference) -> str:
-    """A difference from the baseline in percentage points with its interval, and `~` when the
-    interval holds 0 (not significant): `+20.1 [+8.3, +31.0]`, `+2.0 [-9.5, +13.4] ~`."""
-    text = (
-        f"{_points(difference.estimate, '+')} "
-        f"[{_points(difference.low, '+')}, {_points(difference.high, '+')}]"
-    )
-    return text if difference.significant else f"{text} {NOT_SIGNIFICANT}"
 
 
 def _difference_cell(

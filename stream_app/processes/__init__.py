@@ -1,5 +1,5 @@
-"""Stopping a child process we started, whatever it does: SIGTERM, then SIGKILL to its whole
-process group if it has not exited in time. The children are started with
+"""Child processes we start and must stop, whatever happens: SIGTERM, then SIGKILL to the child's
+whole process group if it has not exited in time. The children are started with
 `start_new_session=True`, so the group holds them and whatever they spawned, nothing else."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from typing import Self
 
 
 def stop_signals() -> tuple[signal.Signals, ...]:
@@ -29,3 +30,22 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> int
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
     return process.returncode
+
+
+class Stoppable:
+    """Something that starts processes and must stop them: a `with` block starts it and stops
+    it on the way out, however it leaves."""
+
+    def start(self) -> Self:
+        """Start; raise, with nothing left running, when that fails."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop what was started; safe to call twice, or when nothing started."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
