@@ -138,7 +138,8 @@ class ObserveCommand(Command):
         parser.add_argument(
             "--runbook-base-url",
             metavar="URL",
-            help="where the alerts' runbook links point (default: this checkout's README.md)",
+            help="where the alerts' runbook links point (default: this checkout's "
+            "docs/runbooks.md)",
         )
         parser.add_argument(
             "--json", action="store_true", help="print each notification's JSON as received"

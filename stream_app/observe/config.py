@@ -43,8 +43,8 @@ class ObserveConfig:
 
     @property
     def runbooks(self) -> str:
-        """The runbook base: the option, or the README of this checkout as a file:// URL."""
-        return self.runbook_base_url or (self.repo / "README.md").resolve().as_uri()
+        """The runbook base: the option, or this checkout's docs/runbooks.md as a file:// URL."""
+        return self.runbook_base_url or (self.repo / "docs" / "runbooks.md").resolve().as_uri()
 
     def rule_files(self) -> list[str]:
         """prometheus/prometheus.yml's rule_files, resolved against prometheus/ as Prometheus

@@ -59,12 +59,14 @@ def test_prometheus_config_scrapes_the_targets_with_the_repository_rules() -> No
     assert all(Path(pattern).is_absolute() for pattern in doc["rule_files"])
 
 
-def test_runbook_base_url_is_an_external_label_defaulting_to_the_readme() -> None:
+def test_runbook_base_url_is_an_external_label_defaulting_to_the_runbooks() -> None:
     default = prometheus_config(config())["global"]["external_labels"]
-    assert default == {"runbook_base_url": (REPO / "README.md").resolve().as_uri()}
-    given = prometheus_config(config(runbook_base_url="https://git.example/evalstream/README.md"))
+    assert default == {"runbook_base_url": (REPO / "docs" / "runbooks.md").resolve().as_uri()}
+    given = prometheus_config(
+        config(runbook_base_url="https://git.example/evalstream/docs/runbooks.md")
+    )
     assert given["global"]["external_labels"]["runbook_base_url"] == (
-        "https://git.example/evalstream/README.md"
+        "https://git.example/evalstream/docs/runbooks.md"
     )
 
 
@@ -136,7 +138,7 @@ def notification(status: str = "firing", **alert_overrides: Any) -> dict[str, An
                 "synthetic-01/T5's runs fell below the tier's reference:\n"
                 "its pass rate is 20% over its last 10 runs."
             ),
-            "runbook_url": "file:///repo/README.md#runbook-tierdropped",
+            "runbook_url": "file:///repo/docs/runbooks.md#runbook-tierdropped",
         },
         "startsAt": "2026-11-23T14:28:00.000Z",
         "endsAt": "2026-11-23T14:58:00.000Z" if status == "resolved" else "0001-01-01T00:00:00Z",
@@ -169,7 +171,7 @@ def test_a_firing_notification_reads_as_a_block() -> None:
         "synthetic-01/T5 dropped (pass_rate evidence at its threshold)",
         "synthetic-01/T5's runs fell below the tier's reference:",
         "its pass rate is 20% over its last 10 runs.",
-        "file:///repo/README.md#runbook-tierdropped",
+        "file:///repo/docs/runbooks.md#runbook-tierdropped",
         "2026-11-23T14:28:00.000Z",
     ):
         assert value in text, value

@@ -34,7 +34,7 @@ RUNS_PER_TIER = 150  # 75 runs before the drop (the detectors watch from the 51s
 # (the default collapse pages within ~10-20 of them)
 TIERS = 21
 RATE = 120.0  # events a second: ~6 runs a second per tier, several scrapes per window
-RUNBOOKS = "https://runbooks.example/evalstream/README.md"
+RUNBOOKS = "https://runbooks.example/evalstream/docs/runbooks.md"
 
 
 def query(base: str, expr: str) -> list[Any]:

@@ -159,7 +159,7 @@ def test_dashboards_and_alerts_against_live_prometheus(
     assert drop == alerts, alerts  # no other tier dropped
     assert drop[0]["labels"]["severity"] == "page"
     assert drop[0]["annotations"]["summary"].startswith("synthetic-01/T5 dropped (")
-    assert drop[0]["annotations"]["runbook_url"] == "README.md#runbook-tierdropped"
+    assert drop[0]["annotations"]["runbook_url"] == "docs/runbooks.md#runbook-tierdropped"
     wait_until(lambda: prometheus.query("evalstream:consumer_lag_messages"), 30, what="lag gauge")
 
     empty = []

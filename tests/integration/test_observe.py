@@ -37,7 +37,7 @@ from stream_app.processes import stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
-RUNBOOKS = "https://git.example/evalstream/README.md"
+RUNBOOKS = "https://git.example/evalstream/docs/runbooks.md"
 
 
 def require_binaries() -> None:
