@@ -1,5 +1,5 @@
 """Generates prometheus/tests/scenarios.test.yml: promtool tests of the drop alert (and of the
-baseline warning) whose input series are the synthetic scenarios (stream_app/commands/synthetic.py)
+baseline warning) whose input series are the synthetic scenarios (stream_app/synthetic.py)
 replayed through the core and rendered by the worker's own exporter, sampled as Prometheus would
 scrape them.
 
@@ -32,12 +32,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from stream_app.commands.synthetic import SPREAD, TIERS, Drop, Profile, scenario, synthetic_lines
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Page, Replay
 from stream_app.core.window import to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
 from stream_app.service.aggregate_collector import experiment_lines, tier_lines
+from stream_app.synthetic import SPREAD, TIERS, Drop, Profile, scenario, synthetic_lines
 
 OUT = Path(__file__).parent / "tests" / "scenarios.test.yml"
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -16,8 +16,8 @@ from typing import Any
 from scenarios import dead_letter_reasons
 
 from stream_app import __version__
-from stream_app.commands.producer import experiment_key
 from stream_app.core.keys import tier_key
+from stream_app.producer import experiment_key
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for

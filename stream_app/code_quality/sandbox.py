@@ -72,11 +72,16 @@ class SandboxLimits:
     """Caps on one sandboxed run, so untrusted code cannot exhaust the machine."""
 
     timeout_s: float = 5.0
+    """Wall-clock seconds for the whole run; the CPU limit is a second more (RLIMIT_CPU)."""
     memory_mb: int = 512
+    """Address space (RLIMIT_AS)."""
     max_file_mb: int = 16
+    """Largest file the code may write (RLIMIT_FSIZE)."""
     max_open_files: int = 64
     max_processes: int = 64
+    """Processes of the sandbox's user (RLIMIT_NPROC): a fork bomb stops here."""
     tmpfs_mb: int = 64
+    """The private /tmp, in memory (namespaces mode)."""
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,12 @@ class DropDesign:
     """The detectors' design, in the quantities an on-call engineer decides (from CoreConfig)."""
 
     false_page_runs: float = 1_000_000.0
+    """Runs between false pages, expected at the least, per tier (`drop_false_page_runs`)."""
     smallest_fall: float = 0.2
+    """The fall worth a page, as a share of the reference (`drop_smallest_fall`)."""
     warmup_runs: int = 50
     reference_z: float = 2.0
+    """How far below the learned level the reference is set, in standard errors."""
     reference_runs: int = 1000
 
     @property

@@ -12,7 +12,7 @@ from typing import Any, Final
 from schemas.common import tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
-from stream_app.metrics.cross_tier import TierFigures, cross_tier_report_from_figures
+from stream_app.metrics.cross_tier import TierFigures, cross_tier_report
 
 ExperimentTiers = dict[str, TierFigures]
 """Tier name -> that tier's figures."""
@@ -107,6 +107,6 @@ def fold_aggregates(
     def report(experiment_id: str, tiers: ExperimentTiers) -> CrossTierReport | None:
         if not tiers:
             return None
-        return cross_tier_report_from_figures(experiment_id, tiers, baseline_tier, confidence)
+        return cross_tier_report(experiment_id, tiers, baseline_tier, confidence)
 
     return KeyedFold(load, lambda _: {}, dict, set_tier, report).run(aggregates)

@@ -72,6 +72,7 @@ class TierState:
         self.experiment_id = experiment_id
         self.tier = tier
         self.window = window
+        """The last `window_size` runs, in window order."""
         self.last_full_grade = last_full_grade
         self.touched_us = touched_us
         """Processing time (µs since the epoch) of the last accepted run; None: unknown (a

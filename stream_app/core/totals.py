@@ -33,6 +33,7 @@ class Totals:
     runs: int = 0
     passes: int = 0
     composite_units: int = 0
+    """The composite scores' sum in fixed point (`units`): exact whatever the runs' order."""
 
     @property
     def composite_sum(self) -> float:

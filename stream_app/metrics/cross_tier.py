@@ -50,15 +50,41 @@ class TierFigures(NamedTuple):
 
 def cross_tier_report(
     experiment_id: str,
-    aggregates: Mapping[str, TierAggregate],
+    tiers: Mapping[str, TierAggregate | TierFigures],
     baseline_tier: str = "T0",
     confidence: float = 0.95,
 ) -> CrossTierReport:
     """Uplift of every tier over the baseline, the spread of the tiers' medians, and the
-    differences from the baseline. `aggregates` maps tier name to that tier's latest aggregate;
-    it must not be empty."""
-    figures = {tier: TierFigures.of(agg) for tier, agg in aggregates.items()}
-    return cross_tier_report_from_figures(experiment_id, figures, baseline_tier, confidence)
+    differences from the baseline. `tiers` maps tier name to that tier's latest aggregate, or to
+    its figures alone (what the streaming worker keeps); it must not be empty."""
+    figures = {t: f if isinstance(f, TierFigures) else TierFigures.of(f) for t, f in tiers.items()}
+    if not figures:
+        raise ValueError(f"experiment {experiment_id!r} has no tier aggregates")
+    ordered_tiers = sorted(figures, key=tier_sort_key)
+    ordered = [figures[t] for t in ordered_tiers]
+    uplift: dict[str, float | None] = {}
+    baseline = figures.get(baseline_tier)
+    if baseline is not None:
+        uplift = {
+            t: tier_uplift(figures[t].composite_score, baseline.composite_score)
+            for t in ordered_tiers
+            if t != baseline_tier
+        }
+    costs = [m.cost_usd for m in ordered]
+    pass_rate, composite = differences(figures, baseline_tier, confidence)
+    return CrossTierReport(
+        experiment_id=experiment_id,
+        baseline_tier=baseline_tier,
+        tiers=ordered_tiers,
+        tier_uplift=uplift,
+        pass_rate_variance=population_variance([m.pass_rate for m in ordered]),
+        impl_rate_variance=population_variance([m.impl_rate for m in ordered]),
+        cost_variance=population_variance(costs),
+        cost_delta=max(costs) - min(costs),
+        pass_rate_difference=pass_rate,
+        composite_difference=composite,
+        difference_confidence=confidence,
+    )
 
 
 def differences(
@@ -101,40 +127,4 @@ def _difference(
         low=interval.low,
         high=interval.high,
         significant=interval.excludes(0.0),
-    )
-
-
-def cross_tier_report_from_figures(
-    experiment_id: str,
-    figures: Mapping[str, TierFigures],
-    baseline_tier: str = "T0",
-    confidence: float = 0.95,
-) -> CrossTierReport:
-    """The same report from each tier's figures alone (what the streaming worker keeps)."""
-    if not figures:
-        raise ValueError(f"experiment {experiment_id!r} has no tier aggregates")
-    tiers = sorted(figures, key=tier_sort_key)
-    ordered = [figures[t] for t in tiers]
-    uplift: dict[str, float | None] = {}
-    baseline = figures.get(baseline_tier)
-    if baseline is not None:
-        uplift = {
-            t: tier_uplift(figures[t].composite_score, baseline.composite_score)
-            for t in tiers
-            if t != baseline_tier
-        }
-    costs = [m.cost_usd for m in ordered]
-    pass_rate, composite = differences(figures, baseline_tier, confidence)
-    return CrossTierReport(
-        experiment_id=experiment_id,
-        baseline_tier=baseline_tier,
-        tiers=tiers,
-        tier_uplift=uplift,
-        pass_rate_variance=population_variance([m.pass_rate for m in ordered]),
-        impl_rate_variance=population_variance([m.impl_rate for m in ordered]),
-        cost_variance=population_variance(costs),
-        cost_delta=max(costs) - min(costs),
-        pass_rate_difference=pass_rate,
-        composite_difference=composite,
-        difference_confidence=confidence,
     )

@@ -16,13 +16,11 @@ from faust.types import EventT, StreamT
 from faust.types.tuples import ack_lock
 
 from stream_app.core.ingest import error_text
+from stream_app.exit_codes import FATAL
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 
 log = logging.getLogger(__name__)
-
-EXIT_FATAL = 70
-"""Exit status of a worker stopped by an error that is no single event's fault."""
 
 
 class Stage(Protocol):
@@ -58,7 +56,7 @@ def stop_fatally(stage: str, exc: BaseException) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     sys.stderr.flush()
-    os._exit(EXIT_FATAL)
+    os._exit(FATAL)
 
 
 def withhold_acks(events: Sequence[EventT[bytes]]) -> None:

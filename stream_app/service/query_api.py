@@ -121,6 +121,7 @@ class QueryApi:
         self.app = app
         self.answers = answers
         self.ready = ready
+        """Whether this worker may answer: recovered and not rebalancing."""
         self.owner_table = owner_table
 
     def install(self) -> None:

@@ -11,7 +11,6 @@ from stream_app.core.totals import Totals, units
 from stream_app.metrics.cross_tier import (
     TierFigures,
     cross_tier_report,
-    cross_tier_report_from_figures,
     tier_uplift,
 )
 
@@ -114,7 +113,7 @@ def test_an_infinite_uplift_is_written_as_the_schema_allows() -> None:
 
     from schemas.export import JSON_DIR
 
-    report = cross_tier_report_from_figures(
+    report = cross_tier_report(
         "e", {"T0": TierFigures(5e-324, 0, 1e-323, 1), "T1": TierFigures(0.9, 1, 0.8, 1)}
     )
     written = json.loads(report.model_dump_json())
@@ -156,7 +155,7 @@ def test_differences_on_every_run_with_simultaneous_intervals() -> None:
 
 def test_no_differences_without_a_baseline_or_counts() -> None:
     assert cross_tier_report("e", {"T1": aggregate("T1", 0.5)}).pass_rate_difference == {}
-    old = cross_tier_report_from_figures(
+    old = cross_tier_report(
         "e", {"T0": TierFigures(0.5, 1, 0.5, 1), "T1": TierFigures(0.6, 1, 0.5, 1)}
     )
     assert old.pass_rate_difference == {}

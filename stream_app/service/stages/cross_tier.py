@@ -16,7 +16,7 @@ from stream_app.core.experiment_state import (
 )
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key
-from stream_app.metrics.cross_tier import TierFigures, cross_tier_report_from_figures
+from stream_app.metrics.cross_tier import TierFigures, cross_tier_report
 from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import TableStage
 
@@ -81,7 +81,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         """A recovered experiment re-publishes its report (an empty one has none)."""
         if not state:
             return None
-        report = cross_tier_report_from_figures(
+        report = cross_tier_report(
             key, state, self.settings.baseline_tier, self.settings.interval_confidence
         )
         return lambda: self.outputs.report(report)
