@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios import dead_letter_reasons
-
 from stream_app import __version__
 from stream_app.core.keys import tier_key
 from stream_app.producer import experiment_key
@@ -25,6 +23,7 @@ from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
+from tests.scenarios import dead_letter_reasons
 
 Hook = Callable[["Chain"], Awaitable[None]]
 

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers import SAMPLE_FILE, encode, make_event
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import Settings, load_settings
+from tests.helpers import SAMPLE_FILE, encode, make_event
 
 IDLE_TTL_S = 8
 """The idle time after which the retirement scenario's first experiment retires."""

@@ -90,7 +90,11 @@ def settings(**overrides: Any) -> Settings:
     return load_settings(partitions=4, **overrides)
 
 
-def wiring(**overrides: Any) -> tuple[Settings, Sends, Exporter, Outputs]:
+Wiring = tuple[Settings, Sends, Exporter, Outputs]
+
+
+def wiring(**overrides: Any) -> Wiring:
+    """Settings (4 partitions, `overrides`), a list for the sends, the exporter, and `Outputs`."""
     config = settings(**overrides)
     sends = Sends()
     metrics = Exporter(__version__)

@@ -8,8 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
-from chain import Chain
-from scenarios import SCENARIOS, Scenario, expected_outputs, settings_of
+
+from tests.chain import Chain
+from tests.scenarios import SCENARIOS, Scenario, expected_outputs, settings_of
 
 US = 1_000_000
 
@@ -41,10 +42,12 @@ PATHS: dict[str, tuple[int, int, dict[int, Hook]]] = {  # batch size, commit eve
 
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
-async def test_the_chain_equals_replay(scenario: Scenario, path: str) -> None:
+async def test_the_chain_equals_replay(
+    scenario: Scenario, path: str, make_chain: Callable[..., Chain]
+) -> None:
     settings = settings_of(scenario)
     batch, commit_every, hooks = PATHS[path]
-    chain = Chain(settings, batch=batch, commit_every=commit_every)
+    chain = make_chain(settings, batch=batch, commit_every=commit_every)
     for n, phase in enumerate(scenario.phases()):
         if n:  # the pause: the worker's retirement timer runs after the idle time
             retired = await chain.retire(

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import DATA_DIR
 from stream_app.code_quality.code_bleu import (
     calculate_ast_match,
     calculate_code_bleu,
@@ -24,6 +23,7 @@ from stream_app.code_quality.code_bleu import (
     tokenize_code,
 )
 from stream_app.code_quality.code_bleu.ngram_matcher import bleu
+from tests.helpers import DATA_DIR
 
 PAIRS = json.loads((DATA_DIR / "codebleu_pairs.json").read_text())
 SNIPPETS = sorted({p["reference"] for p in PAIRS} | {p["candidate"] for p in PAIRS})

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from helpers import DATA_DIR
 from stream_app.code_quality.code_bleu import calculate_code_bleu
 from stream_app.code_quality.code_bleu.ngram_matcher import PYTHON_KEYWORDS, tokenize_code
+from tests.helpers import DATA_DIR
 
 PAIRS = json.loads((DATA_DIR / "codebleu_pairs.json").read_text())
 ORACLE = """

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sandbox import needs_sandbox
 
 from stream_app.code_quality.functional_correctness import (
     FunctionalCorrectnessEvaluator,
@@ -17,6 +16,7 @@ from stream_app.code_quality.functional_correctness import (
     outputs_match,
 )
 from stream_app.code_quality.sandbox import SandboxLimits, network_isolated, run_function
+from tests.code_quality.test_sandbox import needs_sandbox
 
 REFERENCE = "def solve(x):\n    return x * 2\n"
 CASES = [{"input": {"x": 1}}, {"input": {"x": 2}}, {"input": {"x": 3}}]

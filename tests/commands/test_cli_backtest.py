@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from schemas.backtest_report import BacktestReport
-from scylla_dirs import write_event_as_run
 from stream_app.synthetic import SCORE_DROP, Drop, synthetic_events, synthetic_lines
+from tests.scylla_dirs import write_event_as_run
 
 STREAM_APP = shutil.which("stream-app") or str(Path(sys.executable).parent / "stream-app")
 REAL_RUNS = Path(__file__).resolve().parents[2] / "stream_app" / "data" / "scylla-runs.jsonl"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SAMPLE_FILE, encode, make_event
-from scylla_dirs import Run, make_experiment, write_event_as_run, write_run
+from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.scylla_dirs import Run, make_experiment, write_event_as_run, write_run
 
 STREAM_APP = shutil.which("stream-app") or str(Path(sys.executable).parent / "stream-app")
 

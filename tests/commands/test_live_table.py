@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 
-from helpers import encode, make_event
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from stream_app.terminal.live_table import LiveState, render
+from tests.helpers import encode, make_event
 
 
 def state_of(

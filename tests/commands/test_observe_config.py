@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import REPO, prometheus_tool
 from stream_app.cli.main import main, parse
 from stream_app.cli.options import duration, host_port
 from stream_app.commands import observe
@@ -25,6 +24,7 @@ from stream_app.observe.config import ObserveConfig, alertmanager_config, promet
 from stream_app.observe.receiver import AlertReceiver, format_notification
 from stream_app.observe.stack import ObserveStack
 from stream_app.observe.tools import find_tool
+from tests.helpers import REPO, prometheus_tool
 
 PRODUCTION_AM = yaml.safe_load((REPO / "prometheus" / "alertmanager.yml").read_text())
 WEBHOOK = "http://127.0.0.1:4321/alerts"

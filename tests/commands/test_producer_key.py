@@ -3,8 +3,8 @@ runs keep the order they were sent in and the order-dependent outputs equal `rep
 
 from __future__ import annotations
 
-from helpers import encode, make_event
 from stream_app.producer import experiment_key
+from tests.helpers import encode, make_event
 
 
 def test_events_are_keyed_by_experiment() -> None:

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from helpers import encode, make_event
 from schemas.query_api import ExperimentDetail, ExperimentList, ExperimentSummary, TierSummary
 from stream_app.commands.status import StatusError, api_url, detail_table, list_table, status
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
+from tests.helpers import encode, make_event
 
 
 def detail(runs: dict[str, int], failing: frozenset[str] = frozenset()) -> ExperimentDetail:

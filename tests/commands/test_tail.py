@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import encode, make_event
 from schemas.dead_letter import MessageOrigin
 from schemas.grade_change import GradeChange
 from stream_app.cli import main as cli
@@ -24,6 +23,7 @@ from stream_app.core.ingest import evaluate_run, make_dead_letter
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from stream_app.terminal.records import MODELS, format_record, json_line
+from tests.helpers import encode, make_event
 
 SETTINGS = load_settings()
 

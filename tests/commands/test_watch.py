@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from scylla_dirs import Run, make_experiment, write_run
 from stream_app.scylla.watch_state import WatchState
 from stream_app.service.settings import load_settings
 from stream_app.watcher import Watcher, WatchOptions
+from tests.scylla_dirs import Run, make_experiment, write_run
 
 
 class Producer:

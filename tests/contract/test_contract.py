@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from helpers import encode, make_event
 from schemas import RunCompleted, Statistics
 from schemas.export import main as export_main
 from schemas.export import render
 from stream_app.core.ingest import Rejection, parse_run
+from tests.helpers import encode, make_event
 
 LIMIT = 1024 * 1024
 

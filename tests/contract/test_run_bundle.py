@@ -6,10 +6,10 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import encode, make_event
 from schemas.run_bundle import RunBundle, bundle_runs
 from stream_app.core.ingest import evaluate_run
 from stream_app.service.settings import load_settings
+from tests.helpers import encode, make_event
 
 runs = st.lists(st.text(max_size=300).map(lambda t: json.dumps({"x": t}).encode()), max_size=60)
 

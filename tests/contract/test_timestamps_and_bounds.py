@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from helpers import encode, make_event
 from schemas.export import JSON_DIR
 from stream_app.core.ingest import Rejection, parse_run
+from tests.helpers import encode, make_event
 
 LIMIT = 1024 * 1024
 

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from helpers import encode, make_event
 from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import evaluate_run
 from stream_app.core.replay import replay_lines
 from stream_app.core.window import TierWindow
 from stream_app.service.settings import load_settings
+from tests.helpers import encode, make_event
 
 CODE = {"candidate": "def f(a):\n    return a + 1\n", "reference": "def f(b):\n    return b + 1\n"}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers import CORPUS_MAX_BYTES, corpus_stream
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
+from tests.helpers import CORPUS_MAX_BYTES, corpus_stream
 
 
 def test_corpus_has_the_cases_the_issue_lists() -> None:

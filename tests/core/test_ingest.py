@@ -5,10 +5,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from helpers import encode, make_event
 from schemas import DeadLetter, MessageOrigin, RunMetrics
 from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, make_dead_letter
+from tests.helpers import encode, make_event
 
 CONFIG = CoreConfig()
 

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 import stream_app.core.tier_state as tier_state_module
-from helpers import encode, make_event
 from stream_app.core.config import CoreConfig
 from stream_app.core.keyed_batch import KeyedFold
 from stream_app.core.replay import Replay
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import WindowEntry, to_epoch_us
+from tests.helpers import encode, make_event
 
 CONFIG = CoreConfig()
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from helpers import SAMPLE_FILE, encode, make_event
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import replay_lines
+from tests.helpers import SAMPLE_FILE, encode, make_event
 
 CONFIG = CoreConfig()
 

@@ -1,3 +1,6 @@
+"""The integration tests' fixtures: a broker of each test's own, the workers it starts; and the
+`integration` mark, given to every test of this folder."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +12,17 @@ from typing import Any
 
 import pytest
 
-from harness import TEST_BROKER, Broker, Worker, make_broker
+from tests.integration.harness import TEST_BROKER, Broker, Worker, make_broker
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this folder needs real processes: marked `integration` by where it is, so
+    that `make test-fast` (`-m "not integration"`) leaves out all of them and only them."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,18 +17,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from harness import Broker, Worker, settings_for, wait_until
-from helpers import prometheus_tool
 from stream_app.observe.config import ObserveConfig
 from stream_app.observe.stack import ObserveStack
 from stream_app.observe.tools import find_tools
 from stream_app.ports import free_port
 from stream_app.producer import produce
 from stream_app.synthetic import Drop, synthetic_lines
-
-pytestmark = pytest.mark.integration
+from tests.helpers import prometheus_tool
+from tests.integration.harness import Broker, Worker, settings_for, wait_until
 
 RUNS_PER_TIER = 150  # 75 runs before the drop (the detectors watch from the 51st), 75 after
 # (the default collapse pages within ~10-20 of them)

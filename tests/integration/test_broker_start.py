@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import require_broker, require_tansu
 from stream_app.brokers import BrokerError
 from stream_app.brokers.kafka import ApacheKafka
 from stream_app.brokers.tansu import EmbeddedBroker
+from tests.integration.harness import require_broker, require_tansu
 
 
 def gone(pid: int) -> bool:

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tcp_proxy import TcpProxy
 
-from harness import (
+from stream_app.synthetic import Drop, synthetic_lines
+from tests.integration.harness import (
     Broker,
     Worker,
     assert_grade_change_chains,
@@ -25,9 +25,9 @@ from harness import (
     settings_for,
     wait_until,
 )
-from stream_app.synthetic import Drop, synthetic_lines
+from tests.integration.tcp_proxy import TcpProxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = pytest.mark.chaos
 
 
 def synthetic(count: int, seed: int) -> list[bytes]:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from harness import Broker, Worker, produce_lines, records, settings_for, wait_until
-from helpers import encode, make_event
 from stream_app.processes.worker_process import Samples, metric_total
-
-pytestmark = pytest.mark.integration
+from tests.helpers import encode, make_event
+from tests.integration.harness import (
+    Broker,
+    Worker,
+    produce_lines,
+    records,
+    settings_for,
+    wait_until,
+)
 
 WAVES = 4
 PER_WAVE = 5_000

@@ -8,7 +8,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from harness import (
+from stream_app.brokers.kafka import ApacheKafka
+from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.settings import Settings
+from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.integration.harness import (
     Worker,
     outputs_equal_replay,
     produce_lines,
@@ -17,10 +21,6 @@ from harness import (
     settings_for,
     wait_until,
 )
-from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.brokers.kafka import ApacheKafka
-from stream_app.service.kafka_client import client_kwargs
-from stream_app.service.settings import Settings
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 QUICK_CLEANER = {

@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from harness import Broker, settings_for
 from stream_app.service.faust_transport import seek_to_committed_or_reset
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import Broker, settings_for
 
 TP = TopicPartition("compat", 0)
 

@@ -11,10 +11,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiokafka import AIOKafkaProducer
 
-from harness import (
+from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.settings import Settings
+from tests.helpers import CORPUS_MAX_BYTES, SAMPLE_FILE, corpus_stream
+from tests.integration.harness import (
     Broker,
     Worker,
     expected_outputs,
@@ -23,11 +25,6 @@ from harness import (
     settings_for,
     wait_until,
 )
-from helpers import CORPUS_MAX_BYTES, SAMPLE_FILE, corpus_stream
-from stream_app.service.kafka_client import client_kwargs
-from stream_app.service.settings import Settings
-
-pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 

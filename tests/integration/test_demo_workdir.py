@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import require_tansu, wait_until
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import require_tansu, wait_until
 
 
 class Demo:

@@ -15,8 +15,14 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-import faulty_worker
-from harness import (
+from stream_app.core.replay import replay_lines
+from stream_app.producer import experiment_key
+from stream_app.service.kafka_client import client_kwargs, ensure_topics
+from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import Settings
+from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.integration import faulty_worker
+from tests.integration.harness import (
     Broker,
     Worker,
     assert_grade_change_chains,
@@ -27,14 +33,6 @@ from harness import (
     wait_out_dead_member,
     wait_until,
 )
-from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.core.replay import replay_lines
-from stream_app.producer import experiment_key
-from stream_app.service.kafka_client import client_kwargs, ensure_topics
-from stream_app.service.partitioning import partition_for
-from stream_app.service.settings import Settings
-
-pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 FAULTY = [sys.executable, str(Path(__file__).with_name("faulty_worker.py"))]

@@ -16,13 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import Broker, Worker, produce_lines, settings_for, wait_until
-from helpers import REPO, encode, make_event, prometheus_tool
 from stream_app.ports import free_port
 from stream_app.processes import stop_process
 from stream_app.synthetic import Drop, synthetic_lines
-
-pytestmark = pytest.mark.integration
+from tests.helpers import REPO, encode, make_event, prometheus_tool
+from tests.integration.harness import Broker, Worker, produce_lines, settings_for, wait_until
 
 RULES = REPO / "prometheus" / "rules" / "evalstream.rules.yml"
 VARIABLES = {"$experiment": ".*", "$tier": ".*", "$__rate_interval": "30s", "$__interval": "5s"}

@@ -30,12 +30,12 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import Broker, Worker, wait_until
-from helpers import REPO, prometheus_tool
 from stream_app.ports import free_port
 from stream_app.processes import stop_process
+from tests.helpers import REPO, prometheus_tool
+from tests.integration.harness import Broker, Worker, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 RUNBOOKS = "https://git.example/evalstream/docs/runbooks.md"
 

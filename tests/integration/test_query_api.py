@@ -15,7 +15,10 @@ from typing import Any
 
 import pytest
 
-from harness import (
+from schemas.common import tier_sort_key
+from stream_app.service.settings import Settings
+from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.integration.harness import (
     Worker,
     latest,
     make_broker,
@@ -24,11 +27,6 @@ from harness import (
     settings_for,
     wait_until,
 )
-from helpers import SAMPLE_FILE, encode, make_event
-from schemas.common import tier_sort_key
-from stream_app.service.settings import Settings
-
-pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 NAMES = [f"exp-{n:02d}" for n in range(12)] + ["team a/exp 1", "..", "."]

@@ -8,16 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-from scenarios import (
-    IDLE_TTL_S,
-    SCENARIOS,
-    SHAREABLE,
-    dead_letter_reasons,
-    expected_outputs,
-)
-
-from harness import (
+from stream_app.service.settings import Settings
+from tests.integration.harness import (
     Broker,
     Mismatch,
     Worker,
@@ -27,9 +19,13 @@ from harness import (
     settings_for,
     wait_until,
 )
-from stream_app.service.settings import Settings
-
-pytestmark = pytest.mark.integration
+from tests.scenarios import (
+    IDLE_TTL_S,
+    SCENARIOS,
+    SHAREABLE,
+    dead_letter_reasons,
+    expected_outputs,
+)
 
 
 def outputs_are(settings: Settings, lines: list[bytes], retire: bool = False) -> bool | Mismatch:

@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from certificates import KEYSTORE_PASSWORD, Certificates, make_certificates
 
-from harness import (
+from stream_app.brokers.kafka import ApacheKafka
+from stream_app.ports import free_port
+from stream_app.service.settings import Settings, load_settings
+from tests.helpers import SAMPLE_FILE
+from tests.integration.certificates import KEYSTORE_PASSWORD, Certificates, make_certificates
+from tests.integration.harness import (
     Worker,
     expected_outputs,
     latest,
@@ -26,10 +30,6 @@ from harness import (
     require_broker,
     wait_until,
 )
-from helpers import SAMPLE_FILE
-from stream_app.brokers.kafka import ApacheKafka
-from stream_app.ports import free_port
-from stream_app.service.settings import Settings, load_settings
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 USERS = {

@@ -11,12 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from harness import Worker, make_broker, require_tansu, wait_until
 from stream_app.ports import free_port, port_open
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import Worker, make_broker, require_tansu, wait_until
 
 
 def stream_app(*args: str, **env: str) -> subprocess.Popen[bytes]:

@@ -14,9 +14,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
-from harness import (
+from schemas.grade_change import GradeChange
+from stream_app.core.replay import replay_lines
+from stream_app.service.kafka_client import client_kwargs, ensure_topics
+from stream_app.service.settings import Settings
+from stream_app.terminal.records import aggregate_line
+from tests.helpers import SAMPLE_FILE
+from tests.integration.harness import (
     Broker,
     Worker,
     outputs_equal_replay,
@@ -25,14 +29,6 @@ from harness import (
     settings_for,
     wait_until,
 )
-from helpers import SAMPLE_FILE
-from schemas.grade_change import GradeChange
-from stream_app.core.replay import replay_lines
-from stream_app.service.kafka_client import client_kwargs, ensure_topics
-from stream_app.service.settings import Settings
-from stream_app.terminal.records import aggregate_line
-
-pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 

@@ -16,12 +16,10 @@ from typing import Any
 
 import pytest
 
-from harness import Broker, Worker, latest, records, settings_for, wait_until
-from helpers import SAMPLE_FILE
-from scylla_dirs import Run, make_experiment, write_event_as_run, write_json, write_run
 from stream_app.service.settings import Settings
-
-pytestmark = pytest.mark.integration
+from tests.helpers import SAMPLE_FILE
+from tests.integration.harness import Broker, Worker, latest, records, settings_for, wait_until
+from tests.scylla_dirs import Run, make_experiment, write_event_as_run, write_json, write_run
 
 SAMPLE = [json.loads(line) for line in SAMPLE_FILE.read_bytes().splitlines()]
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import (
+from stream_app.brokers.tansu import EmbeddedBroker
+from stream_app.synthetic import Drop, synthetic_lines
+from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.integration.harness import (
     Broker,
     Worker,
     assert_grade_change_chains,
@@ -19,11 +22,6 @@ from harness import (
     wait_out_dead_member,
     wait_until,
 )
-from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.brokers.tansu import EmbeddedBroker
-from stream_app.synthetic import Drop, synthetic_lines
-
-pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 SPREAD = [

@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import Worker, make_broker, wait_until
 from stream_app.ports import free_port, port_open
 from stream_app.processes.worker_process import WorkerProcess
-
-pytestmark = pytest.mark.integration
+from tests.integration.harness import Worker, make_broker, wait_until
 
 
 def waiting_worker(tmp_path: Path, broker_port: int) -> WorkerProcess:

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness import (
+from stream_app.metrics.grades import grade_points
+from stream_app.service.settings import Settings
+from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.integration.harness import (
     Worker,
     expected_outputs,
     latest,
@@ -21,11 +24,6 @@ from harness import (
     settings_for,
     wait_until,
 )
-from helpers import SAMPLE_FILE, encode, make_event
-from stream_app.metrics.grades import grade_points
-from stream_app.service.settings import Settings
-
-pytestmark = pytest.mark.integration
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 BAD: dict[str, bytes] = {

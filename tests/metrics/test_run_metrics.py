@@ -4,7 +4,6 @@ from datetime import timedelta
 
 import pytest
 
-from helpers import SAMPLE_FILE, make_event
 from schemas import RunCompleted
 from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, find_price
 from stream_app.metrics.run_metrics import (
@@ -14,6 +13,7 @@ from stream_app.metrics.run_metrics import (
     compute_run_metrics,
     cost_of_pass,
 )
+from tests.helpers import SAMPLE_FILE, make_event
 
 
 def run(**overrides: object) -> RunCompleted:

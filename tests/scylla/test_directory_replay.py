@@ -4,12 +4,12 @@ as ProjectScylla directories, replays to the same report."""
 import json
 from pathlib import Path
 
-from helpers import SAMPLE_FILE
-from scylla_dirs import Run, make_experiment, write_event_as_run, write_run
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import replay_lines
 from stream_app.scylla.directory_replay import replay_directories
 from stream_app.scylla.scanner import Scanner
+from tests.helpers import SAMPLE_FILE
+from tests.scylla_dirs import Run, make_experiment, write_event_as_run, write_run
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 

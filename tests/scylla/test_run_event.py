@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from schemas.run_completed import RunCompleted
-from scylla_dirs import Run, make_experiment, run_dir, write_json, write_run
 from stream_app.scylla.layout import RunLocation, experiment_dirs, find_runs, locate
 from stream_app.scylla.run_event import Experiment, MalformedRun, read_experiment, run_event
+from tests.scylla_dirs import Run, make_experiment, run_dir, write_json, write_run
 
 EXPERIMENT = Experiment("test-001", ("claude-haiku-4-5",))
 

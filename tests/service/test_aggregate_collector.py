@@ -3,14 +3,14 @@
 import math
 
 import pytest
-from stage_doubles import samples
 
-from helpers import encode, make_event
 from schemas import CrossTierReport, TierAggregate
 from stream_app import __version__
 from stream_app.core.replay import replay_lines
 from stream_app.service.exporter import Exporter
 from stream_app.service.settings import ConfigError, load_settings
+from tests.helpers import encode, make_event
+from tests.stage_doubles import samples
 
 
 def replayed(n_tiers: int) -> tuple[list[TierAggregate], list[CrossTierReport]]:

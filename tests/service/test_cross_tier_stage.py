@@ -2,14 +2,13 @@
 
 import json
 
-from stage_doubles import Sends, Table, records, samples, wiring
-
-from helpers import SAMPLE_FILE
 from schemas import ReplayReport
 from stream_app.core.replay import replay_lines
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.cross_tier import CrossTierStage
+from tests.helpers import SAMPLE_FILE
+from tests.stage_doubles import Sends, Table, records, samples, wiring
 
 CHANGELOG = "evalstream-experiment-tiers-changelog"
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()

@@ -14,8 +14,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from helpers import REPO, prometheus_tool
 from stream_app.service.exporter import Exporter
+from tests.helpers import REPO, prometheus_tool
 
 RULES = REPO / "prometheus" / "rules" / "evalstream.rules.yml"
 DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))

@@ -2,13 +2,13 @@
 
 import json
 
-from helpers import SAMPLE_FILE
 from schemas import ReplayReport
 from stream_app import __version__
 from stream_app.core.replay import replay_lines
 from stream_app.service.exporter import Exporter
 from stream_app.service.query_api import QueryAnswers
 from stream_app.service.settings import load_settings
+from tests.helpers import SAMPLE_FILE
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 

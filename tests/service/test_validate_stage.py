@@ -1,18 +1,20 @@
 """The validate stage driven in-process: a list for its sends, no broker."""
 
 import json
+from collections.abc import Callable
 
-from stage_doubles import records, samples, wiring
-
-from helpers import encode, make_event
 from schemas.run_bundle import RunBundle
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 from stream_app.service.stages.validate import ValidateStage
+from tests.helpers import encode, make_event
+from tests.stage_doubles import Wiring, records, samples
 
 
-async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> None:
-    config, sends, metrics, outputs = wiring()
+async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered(
+    stage_wiring: Callable[..., Wiring],
+) -> None:
+    config, sends, metrics, outputs = stage_wiring()
     stage = ValidateStage(config, outputs, metrics)
     batch = records(
         config.topics.input,
@@ -40,10 +42,10 @@ async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered() -> 
     assert m[("evalstream_runs_rejected_total", (("reason", "invalid_json"),))] == 1
 
 
-async def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_experiments_in_input_order() -> (
-    None
-):
-    config, sends, metrics, outputs = wiring()
+async def test_a_batch_goes_out_as_one_bundle_per_target_partition_in_input_order(
+    stage_wiring: Callable[..., Wiring],
+) -> None:
+    config, sends, metrics, outputs = stage_wiring()
     stage = ValidateStage(config, outputs, metrics)
     events = [
         encode(make_event(run_id=f"r{i}", experiment_id=f"e{i % 9}", tier=f"T{i % 7}"))
@@ -65,8 +67,10 @@ async def test_a_batch_goes_out_as_one_bundle_per_partition_of_its_experiments_i
     assert len(partitions) > 1
 
 
-async def test_bundles_stay_below_the_broker_message_limit() -> None:
-    config, sends, metrics, outputs = wiring(
+async def test_bundles_stay_below_the_broker_message_limit(
+    stage_wiring: Callable[..., Wiring],
+) -> None:
+    config, sends, metrics, outputs = stage_wiring(
         broker_max_message_bytes=64 * 1024, dead_letter_cap=16 * 1024
     )
     stage = ValidateStage(config, outputs, metrics)

@@ -6,9 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from stage_doubles import Sends, Table, records, samples, wiring
 
-from helpers import encode, make_event
 from schemas.run_bundle import bundle_runs
 from stream_app.core.ingest import evaluate_run
 from stream_app.core.replay import replay_lines
@@ -18,6 +16,8 @@ from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
 from stream_app.service.stages.windows import WindowsStage
+from tests.helpers import encode, make_event
+from tests.stage_doubles import Sends, Table, records, samples, wiring
 
 CHANGELOG = "evalstream-tier-windows-changelog"
 
