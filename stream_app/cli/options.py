@@ -60,7 +60,7 @@ def host_port(text: str) -> str:
     try:
         split_host_port(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"{exc} (for example 127.0.0.1:6066)") from None
     return text
 
 

@@ -26,6 +26,7 @@ from aiokafka.errors import (
 )
 
 from stream_app.errors import UserError
+from stream_app.ports import split_host_port
 from stream_app.service.settings import BROKER_URL_FORM, ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -134,11 +135,11 @@ async def refusal(settings: Settings) -> BrokerRefused | None:
     kwargs = client_kwargs(settings)
     context = kwargs.get("ssl_context")
     for server in settings.bootstrap_servers:
-        host, _, port = server.rpartition(":")
+        host, port = split_host_port(server)
         try:
             conn = await create_conn(
                 host.strip("[]"),
-                int(port),
+                port,
                 request_timeout_ms=5000,
                 ssl_context=context,
                 security_protocol=kwargs["security_protocol"],
@@ -369,50 +370,3 @@ async def topic_partitions(admin: Any, topic: str) -> set[int]:
         if found["topic"] == topic and found["error_code"] == 0:
             return {int(p["partition"]) for p in found["partitions"]}
     return set()
-
-
-async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
-    """Every record of `topic` from the beginning up to its high watermark, as reported by the
-    fetch responses themselves (ListOffsets can be wrong on the embedded broker). No group."""
-    from aiokafka import TopicPartition
-
-    admin = AIOKafkaAdminClient(**client_kwargs(settings))
-    await admin.start()
-    try:
-        partitions = sorted(await topic_partitions(admin, topic))
-    finally:
-        await admin.close()
-    if not partitions:
-        return []
-    records: list[Any] = []
-    async with groupless_consumer(settings) as consumer:
-        tps = [TopicPartition(topic, p) for p in partitions]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            batch = await consumer.getmany(timeout_ms=300)
-            for messages in batch.values():
-                records.extend(messages)
-            done = True
-            for tp in tps:
-                highwater = consumer.highwater(tp)
-                if highwater is None or await consumer.position(tp) < highwater:
-                    done = False
-            if done:
-                return records
-            if loop.time() > deadline:
-                raise TimeoutError(f"could not read {topic} to its end within {timeout_s} s")
-
-
-def last_by_key(records: Iterable[Any]) -> dict[bytes, bytes]:
-    """The latest value of every key (records in offset order within a partition), as a
-    compacted topic keeps them: a key whose latest record is a tombstone is gone."""
-    latest: dict[bytes, bytes] = {}
-    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
-        if record.value is None:
-            latest.pop(record.key, None)
-        else:
-            latest[record.key] = record.value
-    return latest

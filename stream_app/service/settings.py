@@ -9,7 +9,6 @@ one: entries you give replace or add models, the rest stay.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 import socket
@@ -38,6 +37,7 @@ from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP, dead_letter_max_bytes
 from stream_app.core.config import ONE_MIB, CoreConfig
 from stream_app.core.tier_state import MAX_ROW_BYTES
 from stream_app.errors import UserError
+from stream_app.ports import split_host_port
 from stream_app.service.aggregate_collector import DEFAULT_EXPORTED_STATISTICS, STATS
 from stream_app.tools_dir import checkout_tools
 
@@ -62,15 +62,6 @@ MESSAGE_OVERHEAD_BYTES: Final = 8 * 1024
 BROKER_URL_FORM: Final = "kafka://HOST:PORT[,HOST:PORT...]"
 """What `broker_url` takes, as error messages say it."""
 _SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_HOST_NAME: Final = re.compile(r"^[A-Za-z0-9._%-]+$")
-
-
-def _is_ipv6(address: str) -> bool:
-    try:
-        ipaddress.IPv6Address(address)
-    except ValueError:
-        return False
-    return True
 
 
 def _bootstrap_server(entry: str) -> str:
@@ -83,36 +74,7 @@ def _bootstrap_server(entry: str) -> str:
         if scheme.group(1).lower() != "kafka":
             raise ValueError(f"the scheme {scheme.group(1)}:// is not supported, only kafka://")
         server = server[scheme.end() :]
-    server = server.rstrip("/")
-    if server.startswith("["):  # [IPv6]:port
-        address, bracket, rest = server[1:].partition("]")
-        if not bracket:
-            raise ValueError(f"{entry.strip()!r} has no closing bracket")
-        if not _is_ipv6(address):
-            raise ValueError(f"{address!r} in brackets is not an IPv6 address")
-        if not rest:
-            raise ValueError(f"{entry.strip()!r} has no port")
-        if not rest.startswith(":"):
-            raise ValueError(f"{rest!r} after the bracket is not :PORT")
-        host, port = server[: len(address) + 2], rest[1:]
-    else:
-        host, colon, port = server.rpartition(":")
-        if not colon:
-            if not server:
-                raise ValueError(f"{entry.strip()!r} has no host")
-            raise ValueError(f"{entry.strip()!r} has no port")
-        if not host:
-            raise ValueError(f"{entry.strip()!r} has no host")
-        if ":" in host and _is_ipv6(host):
-            raise ValueError(f"the IPv6 address {host!r} goes in brackets: [{host}]:{port}")
-        if not _HOST_NAME.match(host):
-            raise ValueError(f"host {host!r} is not a host name or address")
-    if not port:
-        raise ValueError(f"{entry.strip()!r} has no port")
-    if not (port.isascii() and port.isdigit()):
-        raise ValueError(f"port {port!r} is not a number")
-    if not 1 <= int(port) <= 65535:
-        raise ValueError(f"port {int(port)} is outside 1-65535")
+    host, port = split_host_port(server.rstrip("/"))
     return f"{host}:{port}"
 
 
