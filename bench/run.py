@@ -70,7 +70,11 @@ from stream_app.processes import stop_process, stop_signals  # noqa: E402
 from stream_app.processes.worker_process import WorkerProcess  # noqa: E402
 from stream_app.producer import produce  # noqa: E402
 from stream_app.service.high_watermarks import fetch_high_watermarks  # noqa: E402
-from stream_app.service.kafka_client import client_kwargs, topic_partitions  # noqa: E402
+from stream_app.service.kafka_client import (  # noqa: E402
+    client_kwargs,
+    groupless_consumer,
+    topic_partitions,
+)
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
 from stream_app.synthetic import synthetic_lines  # noqa: E402
 
@@ -131,15 +135,10 @@ async def plain_core(bootstrap: str, count: int) -> dict[str, float]:
     """The limit of the path: batches from a plain consumer through the same core calls as the
     worker (validate, window per key, aggregate once per key per batch); nothing persisted."""
     config = load_settings()
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=4 * 1024 * 1024,
-    )
-    await consumer.start()
-    states: dict[str, TierState] = {}
-    try:
+    async with groupless_consumer(
+        {"bootstrap_servers": bootstrap}, max_partition_fetch_bytes=4 * 1024 * 1024
+    ) as consumer:
+        states: dict[str, TierState] = {}
         tps = await partitions_of(bootstrap, TOPIC)
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
@@ -167,8 +166,6 @@ async def plain_core(bootstrap: str, count: int) -> dict[str, float]:
             for key in touched:
                 states[key].aggregate(config)
         return {"events": seen, "seconds": time.perf_counter() - first}
-    finally:
-        await consumer.stop()
 
 
 def report_process(
@@ -375,11 +372,7 @@ async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float
     records' own timestamps (set when they were produced)."""
 
     async def edges(topic: str) -> tuple[int, int]:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
-        )
-        await consumer.start()
-        try:
+        async with groupless_consumer({"bootstrap_servers": bootstrap}) as consumer:
             tps = await partitions_of(bootstrap, topic)
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
@@ -395,8 +388,6 @@ async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float
                     low = min(low, records[0].timestamp)
                     high = max(high, records[-1].timestamp)
             return low, high
-        finally:
-            await consumer.stop()
 
     first, _ = await edges(first_topic)
     _, last = await edges(last_topic)
@@ -410,41 +401,38 @@ async def latency_run(
     lines = events(int(rate * seconds), seed=99, start=datetime(2027, 1, 1, tzinfo=UTC))
     sent: dict[str, float] = {}
     latencies: list[float] = []
-    consumer = AIOKafkaConsumer(
+    async with groupless_consumer(
+        {"bootstrap_servers": bootstrap},
         settings.topics.aggregates,
-        bootstrap_servers=bootstrap,
-        group_id=None,
         auto_offset_reset="latest",
         fetch_max_wait_ms=20,  # the probe must not add its own fetch wait to the latency
-    )
-    await consumer.start()
-    await consumer.getmany(timeout_ms=500)
+    ) as consumer:
+        await consumer.getmany(timeout_ms=500)
 
-    async def tail() -> None:
-        while len(latencies) < len(lines):
-            batch = await consumer.getmany(timeout_ms=500)
-            now = time.perf_counter()
-            for records in batch.values():
-                for record in records:
-                    if record.value is None:  # a retired tier's tombstone
-                        continue
-                    for run_id in json.loads(record.value)["run_ids"]:
-                        at = sent.pop(run_id, None)
-                        if at is not None:
-                            latencies.append(now - at)
+        async def tail() -> None:
+            while len(latencies) < len(lines):
+                batch = await consumer.getmany(timeout_ms=500)
+                now = time.perf_counter()
+                for records in batch.values():
+                    for record in records:
+                        if record.value is None:  # a retired tier's tombstone
+                            continue
+                        for run_id in json.loads(record.value)["run_ids"]:
+                            at = sent.pop(run_id, None)
+                            if at is not None:
+                                latencies.append(now - at)
 
-    tailer = asyncio.create_task(tail())
+        tailer = asyncio.create_task(tail())
 
-    class Stamped(list[bytes]):
-        def __iter__(self):  # type: ignore[override]
-            for line in super().__iter__():
-                sent[json.loads(line)["run_id"]] = time.perf_counter()
-                yield line
+        class Stamped(list[bytes]):
+            def __iter__(self):  # type: ignore[override]
+                for line in super().__iter__():
+                    sent[json.loads(line)["run_id"]] = time.perf_counter()
+                    yield line
 
-    await produce(settings, Stamped(lines), rate=rate, progress=None, create_topics=False)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(tailer, timeout=60)
-    await consumer.stop()
+        await produce(settings, Stamped(lines), rate=rate, progress=None, create_topics=False)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(tailer, timeout=60)
     latencies.sort()
     return {
         "events": len(latencies),
