@@ -131,11 +131,11 @@ class CoreConfig(BaseModel):
     def drop_design(self) -> DropDesign:
         """The drop detectors' design."""
         return DropDesign(
-            self.drop_false_page_runs,
-            self.drop_smallest_fall,
-            self.drop_warmup_runs,
-            self.drop_reference_z,
-            self.drop_reference_runs,
+            false_page_runs=self.drop_false_page_runs,
+            smallest_fall=self.drop_smallest_fall,
+            warmup_runs=self.drop_warmup_runs,
+            reference_z=self.drop_reference_z,
+            reference_runs=self.drop_reference_runs,
         )
 
     @cached_property

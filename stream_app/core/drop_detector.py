@@ -58,16 +58,19 @@ _BET_CAP: Final = 0.5
 
 @dataclass(frozen=True, slots=True)
 class DropDesign:
-    """The detectors' design, in the quantities an on-call engineer decides (from CoreConfig)."""
+    """The detectors' design, in the quantities an on-call engineer decides: made by
+    `CoreConfig.drop_design`, which holds the defaults (one definition of each)."""
 
-    false_page_runs: float = 1_000_000.0
+    false_page_runs: float
     """Runs between false pages, expected at the least, per tier (`drop_false_page_runs`)."""
-    smallest_fall: float = 0.2
+    smallest_fall: float
     """The fall worth a page, as a share of the reference (`drop_smallest_fall`)."""
-    warmup_runs: int = 50
-    reference_z: float = 2.0
+    warmup_runs: int
+    """Runs the reference learns from before the detectors run (`drop_warmup_runs`)."""
+    reference_z: float
     """How far below the learned level the reference is set, in standard errors."""
-    reference_runs: int = 1000
+    reference_runs: int
+    """Runs the reference learns from in all (`drop_reference_runs`)."""
 
     @property
     def threshold(self) -> float:

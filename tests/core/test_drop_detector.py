@@ -3,16 +3,18 @@ page per incident, a reference that a drop cannot feed, and the stated false-ala
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import statistics
 
 import pytest
 
+from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import DETECTORS, DropDesign, DropState, Reference
 from stream_app.core.totals import UNIT, units
 
-DESIGN = DropDesign()
+DESIGN = CoreConfig().drop_design
 
 
 def runs(
@@ -143,7 +145,7 @@ def test_false_pages_stay_within_the_stated_budget() -> None:
     as its reference pages falsely at most once per `false_page_runs` runs on average. Here
     400,000 Bernoulli(0.5) runs with the reference learned from them, 1,000 runs a page allowed:
     at most 400 pages (the bound), and at least some (the test can see a page at all)."""
-    design = DropDesign(false_page_runs=1_000, warmup_runs=10)
+    design = dataclasses.replace(DESIGN, false_page_runs=1_000, warmup_runs=10)
     rnd = random.Random(5)
     state, total = DropState(), 0
     for _ in range(400_000):
