@@ -1,8 +1,10 @@
-"""The integration tests' fixtures: a broker of each test's own, the workers it starts; and the
-`integration` mark, given to every test of this folder."""
+"""The integration tests' fixtures: the test's broker (one Apache Kafka shared by the session,
+each test in topics and a group of its own), the workers it starts; and the `integration` mark,
+given to every test of this folder."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -12,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from stream_app.brokers.kafka import ApacheKafka
+from stream_app.service.settings import TopicNames
 from tests.integration.harness import TEST_BROKER, Broker, Worker, make_broker
 
 HERE = Path(__file__).parent
@@ -40,12 +44,51 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("broker", kinds, indirect=True)
 
 
+@pytest.fixture(scope="session")
+def shared_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
+    """One Apache Kafka broker for the whole session, started when a test first asks for it:
+    starting and stopping one per test cost seconds each. Tests that start, stop or
+    reconfigure a broker make their own with `make_broker`."""
+    log = tmp_path_factory.mktemp("shared-kafka") / "broker.log"
+    broker = make_broker(log, kind="kafka")
+    assert isinstance(broker, ApacheKafka)
+    with broker:
+        yield broker
+
+
+NAMESPACES = itertools.count(1)
+
+
 @pytest.fixture
 def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
-    """A broker of the test's own (Apache Kafka unless EVALSTREAM_TEST_BROKER=tansu)."""
+    """The test's broker: on Apache Kafka the session's shared one, with topics and a group of
+    the test's own; on Tansu (EVALSTREAM_TEST_BROKER=tansu, or `also_tansu`) one of its own."""
     kind = getattr(request, "param", TEST_BROKER)
-    with make_broker(tmp_path / "broker.log", kind=kind) as b:
-        yield b
+    if kind != "kafka":
+        with make_broker(tmp_path / "broker.log", kind=kind) as b:
+            yield b
+        return
+    shared: ApacheKafka = request.getfixturevalue("shared_kafka")
+    if shared.process is None or shared.process.poll() is not None:
+        pytest.fail(
+            "the session's shared broker is gone: a test stopped it; "
+            "a test that stops its broker must make its own (make_broker)"
+        )
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in own_namespace(next(NAMESPACES)).items():
+            env.setenv(name, value)
+        yield shared
+
+
+def own_namespace(n: int) -> dict[str, str]:
+    """What keeps a test's data apart on the shared broker: its own group and changelogs (the
+    app id) and its own topics, set as EVALSTREAM_* variables, so that the settings the test
+    loads and every `stream-app` process it starts use them alike."""
+    topics = {
+        f"EVALSTREAM_TOPICS__{field.upper()}": f"t{n}.{topic}"
+        for field, topic in TopicNames().model_dump().items()
+    }
+    return {"EVALSTREAM_APP_ID": f"evalstream-t{n}", **topics}
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_app.brokers import BrokerError
 from stream_app.brokers.kafka import ApacheKafka, find_kafka
@@ -21,7 +23,7 @@ from stream_app.brokers.tansu import EmbeddedBroker, find_tansu
 from stream_app.core.replay import replay_lines
 from stream_app.processes.worker_process import WorkerExited, WorkerProcess
 from stream_app.producer import produce
-from stream_app.service.kafka_client import last_by_key, read_topic
+from stream_app.service.kafka_client import client_kwargs, groupless_consumer, topic_partitions
 from stream_app.service.settings import Settings, load_settings
 
 T = TypeVar("T")
@@ -132,6 +134,51 @@ class Worker(WorkerProcess):
 
 def produce_lines(settings: Settings, lines: Iterable[bytes], rate: float | None = None) -> int:
     return asyncio.run(produce(settings, list(lines), rate=rate, progress=None))
+
+
+async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
+    """Every record of `topic` from the beginning up to its high watermark, as reported by the
+    fetch responses themselves (ListOffsets can be wrong on the embedded broker). No group."""
+    admin = AIOKafkaAdminClient(**client_kwargs(settings))
+    await admin.start()
+    try:
+        partitions = sorted(await topic_partitions(admin, topic))
+    finally:
+        await admin.close()
+    if not partitions:
+        return []
+    records: list[Any] = []
+    async with groupless_consumer(settings) as consumer:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            batch = await consumer.getmany(timeout_ms=300)
+            for messages in batch.values():
+                records.extend(messages)
+            done = True
+            for tp in tps:
+                highwater = consumer.highwater(tp)
+                if highwater is None or await consumer.position(tp) < highwater:
+                    done = False
+            if done:
+                return records
+            if loop.time() > deadline:
+                raise TimeoutError(f"could not read {topic} to its end within {timeout_s} s")
+
+
+def last_by_key(records: Iterable[Any]) -> dict[bytes, bytes]:
+    """The latest value of every key (records in offset order within a partition), as a
+    compacted topic keeps them: a key whose latest record is a tombstone is gone."""
+    latest: dict[bytes, bytes] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        if record.value is None:
+            latest.pop(record.key, None)
+        else:
+            latest[record.key] = record.value
+    return latest
 
 
 def latest(settings: Settings, topic: str) -> dict[bytes, Any]:

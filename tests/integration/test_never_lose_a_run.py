@@ -302,10 +302,10 @@ def test_a_dead_letter_that_would_be_too_large_is_cut_and_the_batch_goes_on(
 @pytest.mark.parametrize(
     ("topic", "how"),
     [
-        ("tier-aggregates", "raise"),
-        ("evalstream-runs-by-tier", "raise"),
-        ("tier-aggregates", "ack"),  # refused by the broker after the send returned
-        ("run-completed.dlq", "ack"),
+        ("aggregates", "raise"),
+        ("runs_by_tier", "raise"),
+        ("aggregates", "ack"),  # refused by the broker after the send returned
+        ("dead_letter", "ack"),
     ],
 )
 def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothing(
@@ -318,11 +318,9 @@ def test_a_failed_send_stops_the_worker_before_commit_and_a_restart_loses_nothin
         tmp_path,
         "faulty",
         command=FAULTY,
-        FAULT_FAIL_SEND_TOPIC=topic,
+        FAULT_FAIL_SEND_TOPIC=getattr(settings.topics, topic),
         # runs-by-tier carries a bundle per partition per batch: a batch sends at most four
-        FAULT_FAIL_SEND_AFTER={"tier-aggregates": "5", "evalstream-runs-by-tier": "2"}.get(
-            topic, "1"
-        ),
+        FAULT_FAIL_SEND_AFTER={"aggregates": "5", "runs_by_tier": "2"}.get(topic, "1"),
         FAULT_FAIL_SEND_HOW=how,
     )
     lines = [*SAMPLE[:100], b"not json", *SAMPLE[100:]]

@@ -183,7 +183,7 @@ def test_watch_by_polling_and_a_new_experiment_in_the_results_folder(
 
 def test_demo_shows_a_directory_live(tmp_path: Path) -> None:
     """`stream-app demo --watch DIR`: the user's own experiment, graded live while it runs."""
-    from harness import require_tansu
+    from tests.integration.harness import require_tansu
 
     require_tansu()
     results = tmp_path / "results"
