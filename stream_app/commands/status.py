@@ -10,11 +10,14 @@ import urllib.parse
 import urllib.request
 from typing import Final
 
+from pydantic import ValidationError
+
 from schemas.query_api import ExperimentDetail, ExperimentList
 from stream_app import exit_codes
 from stream_app.cli.command import Command
 from stream_app.cli.options import add_config, settings_of
 from stream_app.errors import UserError
+from stream_app.ports import split_host_port
 from stream_app.terminal.live_table import LiveState, render
 
 TIMEOUT_S: Final = 15.0
@@ -84,12 +87,35 @@ def detail_table(answer: ExperimentDetail) -> str:
 
 def status(base: str, experiment: str | None, as_json: bool) -> str:
     """What `stream-app status` prints."""
-    body = fetch(api_url(base, experiment))
+    url = api_url(base, experiment)
+    body = fetch(url)
     if as_json:
-        return body.decode()
-    if experiment is None:
-        return list_table(ExperimentList.model_validate_json(body))
-    return detail_table(ExperimentDetail.model_validate_json(body))
+        return body.decode(errors="replace")
+    try:
+        if experiment is None:
+            return list_table(ExperimentList.model_validate_json(body))
+        return detail_table(ExperimentDetail.model_validate_json(body))
+    except ValidationError:  # a proxy's page, another service, another version's API
+        raise StatusError(
+            f"{url} answered, but not as evalstream's query API does: is it a worker's address?"
+        ) from None
+
+
+def base_url(url: str | None, web_bind: str, web_port: int) -> str:
+    """The worker's address: `--url` as given (`HOST:PORT` alone means http), else the settings'
+    web server, reached on loopback when it listens on every address."""
+    if url is None:
+        host = "127.0.0.1" if web_bind in ("0.0.0.0", "::", "") else web_bind
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        return f"http://{host}:{web_port}"
+    if "://" in url:
+        return url
+    try:
+        split_host_port(url)
+    except ValueError as exc:
+        raise StatusError(f"--url {exc}; give http://HOST:PORT or HOST:PORT") from None
+    return f"http://{url.strip()}"
 
 
 class StatusCommand(Command):
@@ -103,7 +129,10 @@ class StatusCommand(Command):
             "experiment", nargs="?", metavar="EXPERIMENT", help="one experiment's id"
         )
         parser.add_argument(
-            "--url", metavar="URL", help="a worker's web address (default: web_bind and web_port)"
+            "--url",
+            metavar="URL",
+            help="a worker's web address, http://HOST:PORT or HOST:PORT "
+            "(default: web_bind and web_port)",
         )
         parser.add_argument("--json", action="store_true", help="print the API's JSON as it is")
         add_config(parser)
@@ -111,7 +140,7 @@ class StatusCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         """Print the answer."""
         settings = settings_of(args)
-        base = args.url or f"http://{settings.web_bind}:{settings.web_port}"
+        base = base_url(args.url, settings.web_bind, settings.web_port)
         print(status(base, args.experiment, args.json))
         return exit_codes.OK
 

@@ -13,7 +13,15 @@ from datetime import UTC, datetime
 import pytest
 
 from schemas.query_api import ExperimentDetail, ExperimentList, ExperimentSummary, TierSummary
-from stream_app.commands.status import StatusError, api_url, detail_table, list_table, status
+from stream_app.cli.main import main
+from stream_app.commands.status import (
+    StatusError,
+    api_url,
+    base_url,
+    detail_table,
+    list_table,
+    status,
+)
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from tests.helpers import encode, make_event
@@ -124,3 +132,56 @@ def test_status_of_an_experiment_and_its_json(api: str) -> None:
     assert json.loads(status(api, "exp", as_json=True))["experiment_id"] == "exp"
     with pytest.raises(StatusError, match=r"^404: unknown experiment$"):
         status(api, "nope", as_json=False)
+
+
+@pytest.fixture
+def not_the_api() -> Iterator[str]:
+    """Something else on a port: a proxy's or another service's page, answered 200."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>hi</html>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("experiment", [[], ["exp"]])
+def test_an_answer_that_is_not_the_api_is_one_line_and_exit_2(
+    not_the_api: str, experiment: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", *experiment, "--url", not_the_api]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "not as evalstream's query API does" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "bind", "expected"),
+    [
+        (None, "127.0.0.1", "http://127.0.0.1:6066"),
+        (None, "0.0.0.0", "http://127.0.0.1:6066"),
+        (None, "::1", "http://[::1]:6066"),
+        ("10.0.0.5:7000", "127.0.0.1", "http://10.0.0.5:7000"),
+        ("[::1]:7000", "127.0.0.1", "http://[::1]:7000"),
+        ("https://worker.example/", "127.0.0.1", "https://worker.example/"),
+    ],
+)
+def test_the_worker_address(url: str | None, bind: str, expected: str) -> None:
+    assert base_url(url, bind, 6066) == expected
+
+
+def test_a_bad_host_port_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--url", "nope"]) == 2
+    assert "'nope' is not HOST:PORT" in capsys.readouterr().err
