@@ -23,6 +23,8 @@ T = TypeVar("T", bound="DataclassInstance")
 SCENARIOS: Final = ("drop", "score-drop", "stationary", "spread")
 """The synthetic scenarios (`stream_app.synthetic.SCENARIOS`), named here so that a command's
 `--help` does not import the generator."""
+TIERS: Final = tuple(f"T{i}" for i in range(7))
+"""The synthetic runs' tiers (`stream_app.synthetic.TIERS`), named here for the same reason."""
 
 # ---- argument types -----------------------------------------------------------------------
 
@@ -61,7 +63,7 @@ def host_port(text: str) -> str:
         split_host_port(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{exc} (for example 127.0.0.1:6066)") from None
-    return text
+    return text.strip()
 
 
 _DURATION: Final = re.compile(r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?")
@@ -83,7 +85,8 @@ def duration(text: str) -> str:
 
 
 def add_config(
-    parser: argparse.ArgumentParser, help: str = "YAML or TOML config file (see README)"
+    parser: argparse.ArgumentParser,
+    help: str = "YAML or TOML config file (see docs/configuration.md)",
 ) -> None:
     """`--config FILE`: the settings file, under the environment and `--broker`."""
     parser.add_argument("--config", type=Path, metavar="FILE", help=help)

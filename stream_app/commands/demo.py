@@ -32,6 +32,8 @@ from stream_app.cli.options import (
     add_config,
     add_scenario,
     options_of,
+    positive_float,
+    positive_int,
     settings_of,
 )
 from stream_app.errors import UserError
@@ -304,7 +306,7 @@ class DemoCommand(Command):
         """What to publish, how fast and for how long; the broker; the work directory."""
         parser.add_argument(
             "--synthetic",
-            type=int,
+            type=positive_int,
             metavar="N",
             help="N synthetic runs (each tier one run a second of event time) instead of the "
             "bundled real runs",
@@ -316,8 +318,12 @@ class DemoCommand(Command):
             metavar="DIR",
             help="publish the runs of ProjectScylla experiment directories as they finish",
         )
-        parser.add_argument("--rate", type=float, default=60.0, help="events per second (60)")
-        parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+        parser.add_argument(
+            "--rate", type=positive_float, default=60.0, help="events per second (60)"
+        )
+        parser.add_argument(
+            "--duration", type=positive_float, metavar="S", help="stop after S seconds"
+        )
         add_broker(
             parser,
             help="use this broker instead of starting the embedded one "

@@ -25,13 +25,28 @@ class ProduceCommand(Command):
         parser.add_argument(
             "file", nargs="?", metavar="FILE", help="JSON-lines file, or - for stdin"
         )
-        parser.add_argument("--synthetic", type=int, metavar="N", help="publish N synthetic runs")
         parser.add_argument(
-            "--rate", type=float, metavar="R", help="events per second (default: max)"
+            "--synthetic", type=options.positive_int, metavar="N", help="publish N synthetic runs"
         )
-        parser.add_argument("--experiments", type=int, default=3, help="synthetic experiments (3)")
+        parser.add_argument(
+            "--rate",
+            type=options.positive_float,
+            metavar="R",
+            help="events per second (default: max)",
+        )
+        parser.add_argument(
+            "--experiments",
+            type=options.positive_int,
+            default=3,
+            help="synthetic experiments (3)",
+        )
         options.add_scenario(parser)
-        parser.add_argument("--drop-tier", default="T5", help="tier that drops halfway (T5)")
+        parser.add_argument(
+            "--drop-tier",
+            choices=options.TIERS,
+            default="T5",
+            help="tier that drops halfway (T5)",
+        )
         parser.add_argument("--seed", type=int, default=7, help="synthetic random seed (7)")
         options.add_broker(parser)
         options.add_config(parser)
@@ -44,6 +59,8 @@ class ProduceCommand(Command):
         settings = options.settings_of(args)
         lines: Iterable[bytes]
         total = None
+        if args.synthetic is not None and args.file is not None:
+            raise UserError("give FILE (or - for stdin) or --synthetic N, not both")
         if args.synthetic is not None:
             profiles, drop = scenario(args.scenario, args.drop_tier)
             lines = synthetic_lines(
@@ -57,15 +74,22 @@ class ProduceCommand(Command):
         elif args.file == "-":
             lines = sys.stdin.buffer
         elif args.file:
-            path = Path(args.file)
-            if not path.is_file():
-                raise UserError(f"cannot read {path}: no such file")
-            lines = path.read_bytes().splitlines()
+            lines = read_lines(Path(args.file))
             total = len(lines)
         else:
             raise UserError("give FILE, - for stdin, or --synthetic N")
         asyncio.run(producer.produce(settings, lines, rate=args.rate, total=total))
         return exit_codes.OK
+
+
+def read_lines(path: Path) -> list[bytes]:
+    """The lines of the file to publish; a UserError saying why when it cannot be read."""
+    if path.is_dir():
+        raise UserError(f"{path} is a directory: give a JSON-lines file (or - for stdin)")
+    try:
+        return path.read_bytes().splitlines()
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 COMMAND = ProduceCommand()

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.cli.options import SCENARIOS
+from stream_app.cli.options import SCENARIOS, TIERS
 from stream_app.cli.registry import COMMANDS, load_command
 from stream_app.synthetic import SCENARIOS as SYNTHETIC_SCENARIOS
+from stream_app.synthetic import TIERS as SYNTHETIC_TIERS
 
 BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("replay", ["missing.jsonl"], "cannot read missing.jsonl"),
@@ -24,6 +25,15 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("broker", ["--port", "70000"], "'70000' is not a port number"),
     ("worker", ["--broker", "http://127.0.0.1:1"], "invalid configuration: broker_url"),
     ("produce", ["missing.jsonl"], "cannot read missing.jsonl"),
+    ("produce", ["."], ". is a directory"),
+    ("produce", ["--synthetic", "5", "--experiments", "0"], "must be at least 1"),
+    ("produce", ["--synthetic", "0"], "must be at least 1"),
+    ("produce", ["--synthetic", "5", "--rate", "nan"], "must be above 0"),
+    ("produce", ["--synthetic", "5", "--drop-tier", "nope"], "invalid choice: 'nope'"),
+    ("produce", ["x.jsonl", "--synthetic", "2"], "not both"),
+    ("demo", ["--duration", "-1"], "must be above 0"),
+    ("demo", ["--rate", "0"], "must be above 0"),
+    ("demo", ["--synthetic", "-3"], "must be at least 1"),
     ("demo", ["--broker", "kafka://"], "invalid configuration: broker_url"),
     ("watch", ["missing-dir", "--once"], "missing-dir is not a directory"),
     (
@@ -36,6 +46,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("tail", ["nope"], "unknown topic 'nope'"),
     ("tail", ["dlq", "--max", "0"], "must be at least 1"),
     ("status", ["--url", "http://127.0.0.1:1"], "cannot reach the worker"),
+    ("status", ["--url", "nope"], "'nope' is not HOST:PORT"),
     ("codebleu", ["missing.py", "missing.py"], "cannot read missing.py"),
     ("pass-at-k", ["5", "1", "6"], "cannot exceed n_samples"),
 ]
@@ -109,6 +120,10 @@ def test_help_and_pass_at_k_import_neither_faust_nor_a_kafka_client() -> None:
 
 def test_the_scenario_option_offers_every_scenario() -> None:
     assert set(SCENARIOS) == set(SYNTHETIC_SCENARIOS)
+
+
+def test_the_drop_tier_option_offers_every_synthetic_tier() -> None:
+    assert TIERS == SYNTHETIC_TIERS
 
 
 @pytest.mark.parametrize("argv", [["nope"], []])
