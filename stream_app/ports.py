@@ -30,10 +30,16 @@ def port_open(host: str, port: int) -> bool:
 def cannot_listen(host: str, port: int) -> OSError | None:
     """Why a server could not listen on `host:port` now (the error of a trial bind), or None when
     it could: checked before starting one, so that a taken port is one line, not its traceback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    try:  # the address family of `host`: an IPv6 address binds an IPv6 socket
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as exc:
+        return exc
+    with socket.socket(family, kind, proto) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((host, port))
+            sock.bind(address)
         except OSError as exc:
             return exc
     return None
@@ -78,6 +84,8 @@ def _split(server: str) -> tuple[str, int]:
             raise ValueError("no host")
         if ":" in host and _is_ipv6(host):
             raise ValueError(f"the IPv6 address {host!r} goes in brackets: [{host}]:{port}")
+        if _is_ipv6(server):
+            raise ValueError(f"an IPv6 address goes in brackets, with a port: [{server}]:PORT")
         if not _HOST_NAME.match(host):
             raise ValueError(f"host {host!r} is not a host name or address")
     if not port:

@@ -324,7 +324,8 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         return _Loaded(**overrides)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: "
+            f"{err['msg'].removeprefix('Value error, ')}"  # pydantic's prefix to our own reasons
             for err in exc.errors()
         )
         where = f" (from {path})" if path else ""
