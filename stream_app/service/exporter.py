@@ -16,7 +16,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    disable_created_metrics,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
@@ -30,10 +29,6 @@ from stream_app.service.aggregate_collector import (
     DEFAULT_EXPORTED_STATISTICS,
     AggregateCollector,
 )
-
-# A `_created` series beside every counter and histogram doubles their series, and nothing reads
-# them (Prometheus spots counter resets itself).
-disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
 CONTENT_TYPE: Final = (
@@ -200,13 +195,23 @@ class Exporter:
 
     def families(self) -> Iterator[Metric]:
         """Every metric family `/metrics` can carry (the aggregates' without samples)."""
-        yield from self.registry.collect()
+        yield from self.collect()
         yield from self.aggregates.describe()
+
+    def collect(self) -> Iterator[Metric]:
+        """The registry's families without the `_created` series of counters and histograms:
+        they would double those series, and nothing reads them (Prometheus spots counter resets
+        itself). Left out here rather than by prometheus_client's process-wide switch, which
+        would change every other registry of the process too."""
+        for family in self.registry.collect():
+            created = f"{family.name}_created"
+            family.samples = [sample for sample in family.samples if sample.name != created]
+            yield family
 
     def render_chunks(self) -> Iterator[bytes]:
         """The text exposition format in chunks (the registry's, then one per aggregate family),
         each made when asked for, for `/metrics` to send one at a time."""
-        yield generate_latest(self.registry)
+        yield generate_latest(self)
         yield from self.aggregates.render()
 
     def render(self) -> bytes:
