@@ -12,9 +12,10 @@
   the wrong address. The user fixes the address or starts the worker; a script tells it from a
   run that went through only in part (1).
 - `FATAL` (70, sysexits' EX_SOFTWARE): a fault of evalstream itself; a worker exits with it
-  rather than lose or skip runs.
+  rather than lose or skip runs (`service.batches` ends the process at once, before any offset is
+  committed: the one exit not mapped in `cli.main`), or after Faust stopped on an error it logged.
 - `INTERRUPTED` (130, 128 + SIGINT): Ctrl-C stopped a command before it could do its work (a
-  worker still starting, a replay half read).
+  replay half read). A worker stopped while it waits for its broker exits 0: it had nothing to do.
 """
 
 from __future__ import annotations

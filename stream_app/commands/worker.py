@@ -125,12 +125,12 @@ def run_worker(settings: Settings) -> int:
     from stream_app.service.kafka_client import DENIED, denied
 
     try:
-        worker.execute_from_commandline()
-    except SystemExit as exc:
-        return int(exc.code or 0)
+        worker.execute_from_commandline()  # ends by SystemExit, always
+    except SystemExit as exc:  # mode's: 0 after a stop, else after an error it has logged
+        return exit_codes.OK if exc.code in (None, 0) else exit_codes.FATAL
     except DENIED as exc:  # ACLs that do not let it read or write what it must: no retry mends
         raise denied(settings, exc) from None
-    return exit_codes.OK  # a refusal found only once running (a write): mode logged it, exited 1
+    return exit_codes.OK
 
 
 def faust_worker(settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
