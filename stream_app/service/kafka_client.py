@@ -121,7 +121,7 @@ def denied(settings: Settings, exc: BaseException) -> BrokerRefused:
     detail = " ".join(str(exc).split())
     return BrokerRefused(
         f"broker {','.join(settings.bootstrap_servers)} refused access to {what} for {who} "
-        f"({type(exc).__name__}: {detail}): grant it the ACLs the README lists"
+        f"({type(exc).__name__}: {detail}): grant it the ACLs docs/configuration.md lists"
     )
 
 
