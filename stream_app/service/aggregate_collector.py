@@ -1,13 +1,14 @@
 """The gauges of the latest aggregates and cross-tier reports, in the text exposition format.
 
-prometheus_client's labelled gauges take ~5 µs a sample to set and again to render (1.5 s for
-1,000 experiments of 7 tiers). Here a publish writes the aggregate's own lines (a dozen with the
-default series budget) and a scrape only joins the stored lines, a family at a time between
-the writes of `/metrics` (see `web.py`), from a snapshot of each dict taken when it starts.
+prometheus_client's labelled gauges cost a dictionary walk a sample to set and again to render,
+too slow for thousands of tiers (BENCHMARKS.md, the scrape). Here a publish writes the
+aggregate's own lines (a dozen with the default series budget) and a scrape only joins the
+stored lines, a family at a time between the writes of `/metrics` (see `web.py`), from a
+snapshot of each dict taken when it starts.
 
 An earlier version rendered on a thread: the render itself was off the loop, but every system
-call of the loop then waited for the interpreter lock, and `/healthz` took up to 250 ms during a
-scrape of 35,000 tiers."""
+call of the loop then waited for the interpreter lock, and `/healthz` stalled during a large
+scrape."""
 
 from __future__ import annotations
 
@@ -210,8 +211,8 @@ def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
 class TierEntry(NamedTuple):
     """What the worker keeps of a tier's latest aggregate: its gauge lines, its JSON as
     published (for the query API) and the few fields of the experiment list. Strings, numbers
-    and bytes only: the garbage collector stops tracking such tuples, so 35,000 tiers add no
-    pause to its full collections (35,000 pydantic models made them last ~250 ms, stalling
+    and bytes only: the garbage collector stops tracking such tuples, so many tiers add no
+    pause to its full collections (as many pydantic models made them long enough to stall
     `/healthz`)."""
 
     lines: tuple[str, ...]
@@ -233,7 +234,7 @@ class ExperimentEntry(NamedTuple):
 
 class AggregateCollector:
     """The latest aggregate of every tier and report of every experiment this worker owns,
-    rendered to lines when published (~15 µs an aggregate with the default series budget)."""
+    rendered to lines when published, so that a scrape only joins them."""
 
     def __init__(
         self, exported: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS

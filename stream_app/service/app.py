@@ -83,9 +83,9 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
         topic: str, key: bytes | None, value: bytes | None, partition: int | None
     ) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on the broker's ack.
-        Faust's `Topic.send` adds ~100 µs of bookkeeping per record (measured: 8.5k records/s
-        against 96k/s through the producer directly); every output goes this way instead. Faust
-        still flushes the producer before it commits an offset, so at-least-once is unchanged."""
+        Faust's `Topic.send` adds bookkeeping per record that costs more than the send itself
+        (BENCHMARKS.md); every output goes this way instead. Faust still flushes the producer
+        before it commits an offset, so at-least-once is unchanged."""
         result: Awaitable[Any] = await app.producer.send(
             topic, key, value, partition=partition, timestamp=None, headers=None
         )
