@@ -99,11 +99,6 @@ class Reference:
         """The scores' sum."""
         return self.score_units / UNIT
 
-    @property
-    def score_squares(self) -> float:
-        """The sum of the scores' squares."""
-        return self.square_units / UNIT
-
     def pass_rate(self, z: float) -> float:
         """The Wilson lower bound of the pass rate."""
         return wilson_lower(self.passes, self.runs, z)

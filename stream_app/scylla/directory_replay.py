@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from schemas.replay_report import ReplayReport, SkippedRun
+from schemas.replay_report import SkippedRun
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
 from stream_app.scylla.scanner import Scanner, Skipped
@@ -45,11 +45,3 @@ def replay_directory_runs(
         SkippedRun(path=printable(s.path), reason=s.reason, detail=printable(s.detail))
         for s in skipped
     ]
-
-
-def replay_directories(
-    roots: Sequence[Path], config: CoreConfig, retire: bool = False
-) -> ReplayReport:
-    """Replay every finished run of the experiment directories (or results folders)."""
-    replay, skipped = replay_directory_runs(roots, config, retire)
-    return replay.report().model_copy(update={"skipped_runs": skipped})

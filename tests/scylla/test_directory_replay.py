@@ -1,17 +1,26 @@
 """`replay DIR` gives what `replay FILE` gives for the same runs: the real sample, written back
 as ProjectScylla directories, replays to the same report."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
 
+from schemas.replay_report import ReplayReport
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import replay_lines
-from stream_app.scylla.directory_replay import replay_directories
+from stream_app.scylla.directory_replay import replay_directory_runs
 from stream_app.scylla.scanner import Scanner
 from tests.helpers import SAMPLE_FILE
 from tests.scylla_dirs import Run, make_experiment, write_event_as_run, write_run
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
+
+
+def replay_directories(roots: list[Path], config: CoreConfig) -> ReplayReport:
+    """What `stream-app replay DIR...` reports: the runs replayed, the directories skipped."""
+    replay, skipped = replay_directory_runs(roots, config)
+    return replay.report().model_copy(update={"skipped_runs": skipped})
 
 
 def test_sample_as_directories_replays_like_the_file(tmp_path: Path) -> None:
