@@ -26,7 +26,7 @@ class PassAtKCommand(Command):
         from stream_app.metrics.pass_at_k import calculate_pass_at_k
 
         try:
-            # Named as calculate_pass_at_k_for_multiple and the README name them, not bare "1".
+            # Named as calculate_pass_at_k_for_multiple and seed 004 name them, not bare "1".
             scores = {f"pass@{k}": calculate_pass_at_k(args.n, args.c, k) for k in args.k}
         except ValueError as exc:
             raise UserError(str(exc)) from None

@@ -1,4 +1,4 @@
-"""`stream-app pass-at-k`: the keys are named as the README and the library name them."""
+"""`stream-app pass-at-k`: the keys are named as seed 004 and the library name them."""
 
 import json
 

@@ -31,7 +31,7 @@ QUICK_CLEANER = {
     "log.cleaner.min.compaction.lag.ms": "0",
     "log.segment.delete.delay.ms": "100",
 }
-CHANGELOG = "evalstream-tier-windows-changelog"
+CHANGELOG_SUFFIX = "-tier-windows-changelog"
 
 
 def runs(experiment: str, count: int, start: int = 0, minute: int = 0) -> list[bytes]:
@@ -89,6 +89,7 @@ def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
     require_broker("kafka")
     with ApacheKafka(log_file=tmp_path / "broker.log", config=QUICK_CLEANER) as broker:
         settings = settings_for(broker)
+        changelog = settings.app_id + CHANGELOG_SUFFIX
         # An experiment that retires: a worker whose idle TTL is 3 s writes its tombstones.
         first = Worker(
             broker,
@@ -113,7 +114,7 @@ def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
             cleanup_policies(
                 settings,
                 [
-                    CHANGELOG,
+                    changelog,
                     settings.topics.aggregates,
                     settings.topics.cross_tier,
                     settings.topics.input,
@@ -121,7 +122,7 @@ def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
             )
         )
         assert policies == {
-            CHANGELOG: "compact",
+            changelog: "compact",
             settings.topics.aggregates: "compact",
             settings.topics.cross_tier: "compact",
             settings.topics.input: "delete",
@@ -145,7 +146,7 @@ def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
             pulses += 1
             return all(
                 retired not in keys_of(settings, topic) and compacted(settings, topic)
-                for topic in (CHANGELOG, settings.topics.aggregates)
+                for topic in (changelog, settings.topics.aggregates)
             )
 
         wait_until(cleaned, 120, interval=1, what="the cleaner to drop the retired keys")

@@ -1,7 +1,7 @@
 """Security on Apache Kafka: a SASL_SSL listener (SCRAM-SHA-512, TLS from a CA made here) with ACLs
-on. The commands connect with exactly the README's settings; a wrong password, an untrusted
-certificate and a topic the user may not read are each one line naming the cause and exit 2,
-with no retry loop and nothing committed."""
+on. The commands connect with exactly the settings docs/configuration.md shows; a wrong
+password, an untrusted certificate and a topic the user may not read are each one line naming
+the cause and exit 2, with no retry loop and nothing committed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from stream_app.brokers.kafka import ApacheKafka
 from stream_app.ports import free_port
 from stream_app.service.settings import Settings, load_settings
-from tests.helpers import SAMPLE_FILE
+from tests.helpers import REPO, SAMPLE_FILE
 from tests.integration.certificates import KEYSTORE_PASSWORD, Certificates, make_certificates
 from tests.integration.harness import (
     Worker,
@@ -42,14 +42,14 @@ ACL = "org.apache.kafka.tools.AclCommand"
 
 
 class Secured:
-    """The secured broker, the certificates, and the README's settings for a user."""
+    """The secured broker, the certificates, and the documented settings for a user."""
 
     def __init__(self, broker: ApacheKafka, certificates: Certificates) -> None:
         self.broker = broker
         self.certificates = certificates
 
     def env(self, user: str = "evalstream", **changes: str) -> dict[str, str]:
-        """The README's `EVALSTREAM_*` variables for `user`, with `changes` on top."""
+        """The documented `EVALSTREAM_*` variables for `user`, with `changes` on top."""
         base = {k: v for k, v in os.environ.items() if not k.startswith("EVALSTREAM_")}
         return {
             **base,
@@ -165,12 +165,19 @@ def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     return lines[0]
 
 
-def test_the_readme_settings_work_end_to_end(
+def test_the_documented_settings_work_end_to_end(
     secured: Secured, workers: list[Worker], tmp_path: Path
 ) -> None:
-    """produce, the worker, tail and status over SASL_SSL with SCRAM-SHA-512, exactly as the README
-    shows them: the outputs equal replay."""
+    """produce, the worker, tail and status over SASL_SSL with SCRAM-SHA-512, exactly as
+    docs/configuration.md shows them: the outputs equal replay."""
     env = secured.env()
+    documented = (REPO / "docs" / "configuration.md").read_text()
+    for name in (n for n in env if n.startswith(("EVALSTREAM_SECURITY__", "EVALSTREAM_BROKER"))):
+        assert f"export {name}=" in documented, f"{name} is not in docs/configuration.md"
+    for name in ("PROTOCOL", "SASL_MECHANISM", "SASL_USERNAME"):  # the values too
+        assert f"export EVALSTREAM_SECURITY__{name}={env[f'EVALSTREAM_SECURITY__{name}']}\n" in (
+            documented
+        )
     sample = tmp_path / "sample.jsonl"
     sample.write_bytes(b"\n".join(SAMPLE) + b"\n")
     produced = stream_app(env, "produce", str(sample))

@@ -108,9 +108,9 @@ def full_experiment(metrics: Exporter) -> None:
 
 
 def test_the_series_budget_of_a_tier_by_default() -> None:
-    """The README's figure: 23 series per tier (with a full window, past the drop detectors'
-    warm-up, before any grade change), plus one per grade-change direction, plus 4 per
-    experiment."""
+    """The figure docs/operations.md gives: 23 series per tier (with a full window, past the
+    drop detectors' warm-up, before any grade change), plus one per grade-change direction,
+    plus 4 per experiment."""
     metrics = Exporter(__version__)
     full_experiment(metrics)
     counts = tier_series(metrics)

@@ -10,7 +10,7 @@ Python the AST and dataflow components are always None.
 Differences from the `codebleu` package (0.7.0), which users may compare with: it counts an
 undefined dataflow match as 1.0; its weighted n-gram match is a recall with a constant reference
 length of 2 in the brevity penalty; it tokenizes by whitespace unless given a tokenizer; its AST
-match runs on tree-sitter's concrete syntax tree. README: "Code-quality metrics".
+match runs on tree-sitter's concrete syntax tree. docs/code-quality.md has the details.
 """
 
 from __future__ import annotations
