@@ -9,9 +9,12 @@ one: entries you give replace or add models, the rest stay.
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import re
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self, cast
 
@@ -299,11 +302,33 @@ def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSe
     raise ConfigError(f"config file {path}: use .yaml, .yml or .toml")
 
 
+NOT_SETTINGS: Final = frozenset({"EVALSTREAM_TEST_BROKER", "EVALSTREAM_KAFKA_HOME"})
+"""Variables that share the prefix but name no setting: the test suite's broker switch and the
+Kafka home of the broker helper (`EVALSTREAM_TEST_*` are the suite's too)."""
+
+
+def check_variables(environ: Mapping[str, str]) -> None:
+    """Refuse an `EVALSTREAM_*` variable that names no setting: a misspelled one would otherwise
+    be ignored, and its default used without a word (a config file's unknown key is refused
+    likewise). Nested settings check their own keys (`EVALSTREAM_SECURITY__…`)."""
+    known = {f"EVALSTREAM_{name.upper()}" for name in Settings.model_fields}
+    for name in sorted(n.upper() for n in environ):
+        if not name.startswith("EVALSTREAM_") or name in NOT_SETTINGS:
+            continue
+        if name.startswith("EVALSTREAM_TEST_") or name.split("__", 1)[0] in known:
+            continue
+        close = difflib.get_close_matches(name.split("__", 1)[0], known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"{name} names no setting{hint}; docs/configuration.md lists them")
+
+
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
     """Settings from overrides, environment and the optional config file, in that precedence."""
     path = Path(config_file) if config_file is not None else None
     if path is not None and not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+        what = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"config file {path} {what}")
+    check_variables(os.environ)
 
     class _Loaded(Settings):
         @classmethod

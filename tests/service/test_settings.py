@@ -211,3 +211,28 @@ def test_rocksdb_is_refused_as_a_store() -> None:
     with pytest.raises(ConfigError, match="store: Input should be 'memory://'"):
         load_settings(store="rocksdb://")
     assert load_settings(store="memory://").store == "memory://"
+
+
+def test_a_variable_that_names_no_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelled variable must not leave its setting at the default without a word."""
+    monkeypatch.setenv("EVALSTREAM_WINDOW_SIZ", "5")
+    with pytest.raises(
+        ConfigError,
+        match=r"EVALSTREAM_WINDOW_SIZ names no setting \(did you mean "
+        r"EVALSTREAM_WINDOW_SIZE\?\)",
+    ):
+        load_settings()
+
+
+def test_variables_that_are_no_setting_but_share_the_prefix_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("EVALSTREAM_TEST_BROKER", "EVALSTREAM_KAFKA_HOME", "EVALSTREAM_TEST_ANYTHING"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("evalstream_window_size", "7")  # names are case-insensitive, as read
+    assert load_settings().window_size == 7
+
+
+def test_a_config_path_that_is_a_directory_is_said(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a file"):
+        load_settings(tmp_path)
