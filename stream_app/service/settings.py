@@ -305,19 +305,35 @@ def _file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSe
 NOT_SETTINGS: Final = frozenset({"EVALSTREAM_TEST_BROKER", "EVALSTREAM_KAFKA_HOME"})
 """Variables that share the prefix but name no setting: the test suite's broker switch and the
 Kafka home of the broker helper (`EVALSTREAM_TEST_*` are the suite's too)."""
+SERVICE_LINK: Final = re.compile(
+    r"^EVALSTREAM_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_\w+)?)?)$"
+)
+"""What Kubernetes (and Docker's links) put in a container's environment for a service named
+`evalstream`: not ours to refuse."""
 
 
 def check_variables(environ: Mapping[str, str]) -> None:
     """Refuse an `EVALSTREAM_*` variable that names no setting: a misspelled one would otherwise
     be ignored, and its default used without a word (a config file's unknown key is refused
-    likewise). Nested settings check their own keys (`EVALSTREAM_SECURITY__…`)."""
-    known = {f"EVALSTREAM_{name.upper()}" for name in Settings.model_fields}
+    likewise). `__` reaches into a setting that has keys of its own (`EVALSTREAM_SECURITY__…`,
+    checked by its model); after a plain value it is a typo too."""
+    fields = {f"EVALSTREAM_{name.upper()}": field for name, field in Settings.model_fields.items()}
     for name in sorted(n.upper() for n in environ):
         if not name.startswith("EVALSTREAM_") or name in NOT_SETTINGS:
             continue
-        if name.startswith("EVALSTREAM_TEST_") or name.split("__", 1)[0] in known:
+        if name.startswith("EVALSTREAM_TEST_") or SERVICE_LINK.match(name):
             continue
-        close = difflib.get_close_matches(name.split("__", 1)[0], known, n=1)
+        top, nested, _ = name.partition("__")
+        field = fields.get(top)
+        if field is not None and not nested:
+            continue
+        if field is not None and isinstance(
+            field.get_default(call_default_factory=True), BaseModel | dict
+        ):
+            continue
+        if field is not None:
+            raise ConfigError(f"{name}: {top} is one value, with no keys to set after __")
+        close = difflib.get_close_matches(top, fields, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"{name} names no setting{hint}; docs/configuration.md lists them")
 

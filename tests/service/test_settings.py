@@ -236,3 +236,27 @@ def test_variables_that_are_no_setting_but_share_the_prefix_pass(
 def test_a_config_path_that_is_a_directory_is_said(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not a file"):
         load_settings(tmp_path)
+
+
+def test_a_key_after_a_plain_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSTREAM_WINDOW_SIZE__X", "1")
+    with pytest.raises(ConfigError, match="EVALSTREAM_WINDOW_SIZE is one value"):
+        load_settings()
+
+
+def test_a_kubernetes_service_named_evalstream_is_no_setting_to_refuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kubernetes gives every pod these variables for a service named `evalstream`."""
+    for name, value in {
+        "EVALSTREAM_SERVICE_HOST": "10.0.0.5",
+        "EVALSTREAM_SERVICE_PORT": "6066",
+        "EVALSTREAM_SERVICE_PORT_HTTP": "6066",
+        "EVALSTREAM_PORT": "tcp://10.0.0.5:6066",
+        "EVALSTREAM_PORT_6066_TCP": "tcp://10.0.0.5:6066",
+        "EVALSTREAM_PORT_6066_TCP_ADDR": "10.0.0.5",
+        "EVALSTREAM_PORT_6066_TCP_PORT": "6066",
+        "EVALSTREAM_PORT_6066_TCP_PROTO": "tcp",
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().web_port == 6066
