@@ -45,6 +45,15 @@ def cannot_listen(host: str, port: int) -> OSError | None:
     return None
 
 
+def local_url(bind: str | None, port: int) -> str:
+    """The http address a client on this machine uses for a server bound to `bind`: loopback
+    when it listens on every address, an IPv6 address in brackets."""
+    host = "127.0.0.1" if bind in (None, "", "0.0.0.0", "::") else bind
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 _HOST_NAME: Final = re.compile(r"^[A-Za-z0-9._%-]+$")
 """A host name or an IPv4 address: no scheme, user or path."""
 

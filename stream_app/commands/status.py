@@ -17,7 +17,7 @@ from stream_app import exit_codes
 from stream_app.cli.command import Command
 from stream_app.cli.options import add_config, settings_of
 from stream_app.errors import UserError
-from stream_app.ports import split_host_port
+from stream_app.ports import local_url, split_host_port
 from stream_app.terminal.live_table import LiveState, render
 
 TIMEOUT_S: Final = 15.0
@@ -101,14 +101,8 @@ def status(base: str, experiment: str | None, as_json: bool) -> str:
         ) from None
 
 
-def base_url(url: str | None, web_bind: str, web_port: int) -> str:
-    """The worker's address: `--url` as given (`HOST:PORT` alone means http), else the settings'
-    web server, reached on loopback when it listens on every address."""
-    if url is None:
-        host = "127.0.0.1" if web_bind in ("0.0.0.0", "::", "") else web_bind
-        if ":" in host:  # an IPv6 address
-            host = f"[{host}]"
-        return f"http://{host}:{web_port}"
+def given_url(url: str) -> str:
+    """`--url` as given; `HOST:PORT` alone means http."""
     if "://" in url:
         return url
     try:
@@ -139,8 +133,11 @@ class StatusCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Print the answer."""
-        settings = settings_of(args)
-        base = base_url(args.url, settings.web_bind, settings.web_port)
+        if args.url is not None:  # HTTP only: no setting is needed, so none is loaded
+            base = given_url(args.url)
+        else:
+            settings = settings_of(args)
+            base = local_url(settings.web_bind, settings.web_port)
         print(status(base, args.experiment, args.json))
         return exit_codes.OK
 

@@ -22,7 +22,7 @@ from typing import Self
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_app.ports import free_port
+from stream_app.ports import free_port, local_url
 from stream_app.processes import stop_process
 
 # One sample of a scrape: (sample name, its labels sorted by name).
@@ -103,8 +103,7 @@ class WorkerProcess:
         """
         self.name = name
         self.port = free_port() if port is None else port
-        host = bind if bind not in (None, "0.0.0.0", "::") else "127.0.0.1"
-        self.base_url = f"http://{host}:{self.port}"
+        self.base_url = local_url(bind, self.port)
         self.log_path = workdir / f"{name}.log"
         self.command = list(command or [sys.executable, "-m", "stream_app", "worker"])
         self.cwd = cwd

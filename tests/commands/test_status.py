@@ -3,6 +3,7 @@ stand-in API on a local port (the real one: tests/integration/test_query_api.py)
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import json
 import re
@@ -15,14 +16,16 @@ import pytest
 from schemas.query_api import ExperimentDetail, ExperimentList, ExperimentSummary, TierSummary
 from stream_app.cli.main import main
 from stream_app.commands.status import (
+    StatusCommand,
     StatusError,
     api_url,
-    base_url,
     detail_table,
+    given_url,
     list_table,
     status,
 )
 from stream_app.core.replay import replay_lines
+from stream_app.ports import local_url
 from stream_app.service.settings import load_settings
 from tests.helpers import encode, make_event
 
@@ -168,18 +171,34 @@ def test_an_answer_that_is_not_the_api_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    ("url", "bind", "expected"),
+    ("bind", "expected"),
     [
-        (None, "127.0.0.1", "http://127.0.0.1:6066"),
-        (None, "0.0.0.0", "http://127.0.0.1:6066"),
-        (None, "::1", "http://[::1]:6066"),
-        ("10.0.0.5:7000", "127.0.0.1", "http://10.0.0.5:7000"),
-        ("[::1]:7000", "127.0.0.1", "http://[::1]:7000"),
-        ("https://worker.example/", "127.0.0.1", "https://worker.example/"),
+        ("127.0.0.1", "http://127.0.0.1:6066"),
+        ("0.0.0.0", "http://127.0.0.1:6066"),
+        ("::1", "http://[::1]:6066"),
     ],
 )
-def test_the_worker_address(url: str | None, bind: str, expected: str) -> None:
-    assert base_url(url, bind, 6066) == expected
+def test_the_settings_worker_address(bind: str, expected: str) -> None:
+    assert local_url(bind, 6066) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("10.0.0.5:7000", "http://10.0.0.5:7000"),
+        ("[::1]:7000", "http://[::1]:7000"),
+        ("https://worker.example/", "https://worker.example/"),
+    ],
+)
+def test_the_given_worker_address(url: str, expected: str) -> None:
+    assert given_url(url) == expected
+
+
+def test_url_needs_no_settings(monkeypatch: pytest.MonkeyPatch, not_the_api: str) -> None:
+    """status talks HTTP only: a broken broker URL in the environment is not its business."""
+    monkeypatch.setenv("EVALSTREAM_BROKER_URL", "bogus")
+    with pytest.raises(StatusError, match="not as evalstream's query API does"):
+        StatusCommand().run(argparse.Namespace(url=not_the_api, experiment=None, json=False))
 
 
 def test_a_bad_host_port_is_said(capsys: pytest.CaptureFixture[str]) -> None:
