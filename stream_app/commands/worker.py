@@ -122,23 +122,26 @@ def run_worker(settings: Settings) -> int:
         settings.web_bind,
         settings.web_port,
     )
-    from stream_app.service.kafka_client import DENIED, denied
-
     try:
-        worker.execute_from_commandline()  # ends by SystemExit, always
-    except SystemExit as exc:  # mode's: 0 after a stop, else after an error it has logged
+        # mode ends by SystemExit, always: an exception is logged and made exit 1 inside it (a
+        # refusal of the broker's ACLs included: what no retry mends was checked before this)
+        worker.execute_from_commandline()
+    except SystemExit as exc:
         return exit_codes.OK if exc.code in (None, 0) else exit_codes.FATAL
-    except DENIED as exc:  # ACLs that do not let it read or write what it must: no retry mends
-        raise denied(settings, exc) from None
     return exit_codes.OK
 
 
 def faust_worker(settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
     """The Faust worker of evalstream's app, not started."""
     import faust
+    from prometheus_client import disable_created_metrics
 
     from stream_app.service.app import create_app
 
+    # The worker's process is evalstream's alone, so `_created` series are not made at all (the
+    # exporter would make and drop them at every scrape); prometheus_client's switch for that is
+    # process-wide, hence here, in the command, and not where the exporter is defined.
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     return faust.Worker(
         create_app(settings),
         loop=loop,
