@@ -338,6 +338,10 @@ class DemoCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """The demo's exit status."""
+        if args.watch and args.synthetic is not None:
+            raise UserError(
+                "give --watch DIR (your runs) or --synthetic N (made-up runs), not both"
+            )
         demo = options_of(DemoOptions, args, watch=tuple(Path(d) for d in args.watch or ()))
         return run_demo(settings_of(args), demo)
 

@@ -34,6 +34,7 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
     ("demo", ["--duration", "-1"], "must be above 0"),
     ("demo", ["--rate", "0"], "must be above 0"),
     ("demo", ["--synthetic", "-3"], "must be at least 1"),
+    ("demo", ["--watch", ".", "--synthetic", "5"], "not both"),
     ("demo", ["--broker", "kafka://"], "invalid configuration: broker_url"),
     ("watch", ["missing-dir", "--once"], "missing-dir is not a directory"),
     (
