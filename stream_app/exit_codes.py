@@ -13,7 +13,8 @@
   run that went through only in part (1).
 - `FATAL` (70, sysexits' EX_SOFTWARE): a fault of evalstream itself; a worker exits with it
   rather than lose or skip runs (`service.batches` ends the process at once, before any offset is
-  committed: the one exit not mapped in `cli.main`), or after Faust stopped on an error it logged.
+  committed: the one exit not mapped in `cli.main`), or after Faust stopped on an error it logged
+  (the worker command turns Faust's own exit status into this one).
 - `INTERRUPTED` (130, 128 + SIGINT): Ctrl-C stopped a command before it could do its work (a
   replay half read). A worker stopped while it waits for its broker exits 0: it had nothing to do.
 """

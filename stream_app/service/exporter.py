@@ -202,7 +202,8 @@ class Exporter:
         """The registry's families without the `_created` series of counters and histograms:
         they would double those series, and nothing reads them (Prometheus spots counter resets
         itself). Left out here rather than by prometheus_client's process-wide switch, which
-        would change every other registry of the process too."""
+        would change every other registry of the process too; the worker's own process turns
+        them off at start as well (`commands/worker.py`), so that they are not made at all."""
         for family in self.registry.collect():
             created = f"{family.name}_created"
             family.samples = [sample for sample in family.samples if sample.name != created]
