@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from schemas.grade_change import GradeChange
 
 DATA_DIR = Path(__file__).parent / "data"
 SAMPLE_FILE = DATA_DIR / "scylla-sample.jsonl"
@@ -84,3 +87,16 @@ def corpus_stream() -> list[tuple[dict[str, Any], bytes]]:
             ]
         stream.append((entry, (CORPUS_DIR / entry["file"]).read_bytes()))
     return stream
+
+
+A_GRADE_DROP = GradeChange(
+    experiment_id="exp",
+    tier="T5",
+    previous_grade="B",
+    grade="D",
+    direction="drop",
+    composite_median=0.6123,
+    at=datetime(2026, 1, 5, 9, 0, tzinfo=UTC),
+    run_id="exp/T5/07/run_02",
+)
+"""A grade change as the worker publishes it, for the tests that print one."""

@@ -8,7 +8,6 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,14 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.dead_letter import MessageOrigin
-from schemas.grade_change import GradeChange
 from stream_app.cli import main as cli
 from stream_app.commands.tail import TailError, resolve_topic
 from stream_app.core.ingest import evaluate_run, make_dead_letter
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from stream_app.terminal.records import MODELS, format_record, json_line
-from tests.helpers import encode, make_event
+from tests.helpers import A_GRADE_DROP, encode, make_event
 
 SETTINGS = load_settings()
 
@@ -148,16 +146,7 @@ def test_report_line() -> None:
 
 
 def test_grade_change_line() -> None:
-    change = GradeChange(
-        experiment_id="exp",
-        tier="T5",
-        previous_grade="B",
-        grade="D",
-        direction="drop",
-        composite_median=0.6123,
-        at=datetime(2026, 1, 5, 9, 0, tzinfo=UTC),
-        run_id="exp/T5/07/run_02",
-    )
+    change = A_GRADE_DROP
     line = format_record(
         "grade_changes", Record("grade-changes", change.model_dump_json().encode(), b"exp/T5")
     )

@@ -11,15 +11,13 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from schemas.grade_change import GradeChange
 from stream_app.core.replay import replay_lines
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.settings import Settings
 from stream_app.terminal.records import aggregate_line
-from tests.helpers import SAMPLE_FILE
+from tests.helpers import A_GRADE_DROP, SAMPLE_FILE
 from tests.integration.harness import (
     Broker,
     Worker,
@@ -167,16 +165,7 @@ def test_a_topic_created_after_tail_started_is_read_from_its_start_at_once(
     tmp_path: Path, broker: Broker
 ) -> None:
     settings = settings_for(broker)
-    change = GradeChange(
-        experiment_id="exp",
-        tier="T5",
-        previous_grade="B",
-        grade="D",
-        direction="drop",
-        composite_median=0.6123,
-        at=datetime(2026, 1, 5, 9, 0, tzinfo=UTC),
-        run_id="exp/T5/07/run_02",
-    )
+    change = A_GRADE_DROP
     waiting = Tail(tmp_path, broker, "grades", "--max", "1", "--timeout", "30")
     wait_until(lambda: "does not exist yet" in waiting.notes(), timeout=30, what="tail to wait")
 
