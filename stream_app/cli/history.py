@@ -13,7 +13,7 @@ from schemas.replay_report import SkippedRun
 from stream_app.cli import options
 from stream_app.cli.command import Command
 from stream_app.core.replay import Replay
-from stream_app.errors import UserError
+from stream_app.errors import UserError, unreadable
 from stream_app.service.settings import Settings
 
 
@@ -71,7 +71,7 @@ def read_history(
         with paths[0].open("rb") as source:
             replay.feed_lines(_watched(source, watch))
     except OSError as exc:
-        raise UserError(f"cannot read {paths[0]}: {exc.strerror or exc}") from None
+        raise unreadable(paths[0], exc) from None
     return replay, [], False
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from stream_app import exit_codes
 from stream_app.cli import options
 from stream_app.cli.command import Command
-from stream_app.errors import UserError
+from stream_app.errors import unreadable
 
 
 class CodeBleuCommand(Command):
@@ -33,7 +33,7 @@ class CodeBleuCommand(Command):
             try:
                 texts.append(Path(name).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError) as exc:
-                raise UserError(f"cannot read {name}: {exc}") from None
+                raise unreadable(name, exc) from None
         result = calculate_code_bleu(texts[0], texts[1], settings.code_bleu.weights, args.language)
         print(result.model_dump_json(indent=2))
         return exit_codes.OK

@@ -12,7 +12,7 @@ from pathlib import Path
 from stream_app import exit_codes
 from stream_app.cli import options
 from stream_app.cli.command import Command
-from stream_app.errors import UserError
+from stream_app.errors import UserError, unreadable
 
 
 class ProduceCommand(Command):
@@ -89,7 +89,7 @@ def read_lines(path: Path) -> list[bytes]:
     try:
         return path.read_bytes().splitlines()
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise unreadable(path, exc) from None
 
 
 COMMAND = ProduceCommand()
