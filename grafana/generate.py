@@ -17,6 +17,7 @@ DS = {"type": "prometheus", "uid": DATASOURCE_UID}
 OUT = Path(__file__).parent / "dashboards"
 SEL = 'experiment=~"$experiment", tier=~"$tier"'
 EXP = 'experiment=~"$experiment"'
+TIER_LEGEND = "{{experiment}} {{tier}}"
 DROPPED = "evalstream:tier_dropped == 1"
 DROP_STATE = (
     # 0 warming up, 1 watching (the detectors' evidence exists), 2 or 3 dropped.
@@ -34,40 +35,48 @@ def difference(bound: str) -> str:
     )
 
 
-GRADE_MAPPINGS = [
-    {
-        "type": "value",
-        "options": {
-            "4": {"text": "A", "color": "green", "index": 0},
-            "3": {"text": "B", "color": "#73BF69", "index": 1},
-            "2": {"text": "C", "color": "yellow", "index": 2},
-            "1": {"text": "D", "color": "orange", "index": 3},
-            "0": {"text": "F", "color": "red", "index": 4},
-        },
+def if_dropped(expr: str) -> str:
+    """`expr` kept only for the tiers that are dropped (what TierDropped pages on)."""
+    return f"{expr} and on (experiment, tier) ({DROPPED})"
+
+
+def value_mappings(texts: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+    """Value mappings that show each value (key) as its text in its colour, in the order given."""
+    options = {
+        value: {"text": text, "color": colour, "index": index}
+        for index, (value, (text, colour)) in enumerate(texts.items())
     }
-]
-DROP_STATES = [
-    # The "Drop detectors" state: 2 x dropped + 1 once the detectors run (their evidence exists).
+    return [{"type": "value", "options": options}]
+
+
+def steps(base: str, *above: tuple[float, str]) -> list[dict[str, Any]]:
+    """Absolute threshold steps: `base` below the first value, each colour from its value up."""
+    return [{"color": base, "value": None}, *({"color": c, "value": v} for v, c in above)]
+
+
+GRADE_COLOURS = ("red", "orange", "yellow", "#73BF69", "green")  # by grade points: F, D, C, B, A
+GRADE_MAPPINGS = value_mappings(
+    {str(points): ("FDCBA"[points], GRADE_COLOURS[points]) for points in range(4, -1, -1)}
+)
+
+
+def grade_steps(*bounds: float) -> list[dict[str, Any]]:
+    """Thresholds in the grade colours: F below the first bound, each better grade from its own."""
+    return steps(GRADE_COLOURS[0], *zip(bounds, GRADE_COLOURS[1:], strict=True))
+
+
+# The "Drop detectors" state: 2 x dropped + 1 once the detectors run (their evidence exists).
+DROP_STATES = value_mappings(
     {
-        "type": "value",
-        "options": {
-            "0": {"text": "warming up", "color": "blue", "index": 0},
-            "1": {"text": "watching", "color": "green", "index": 1},
-            "2": {"text": "DROPPED", "color": "red", "index": 2},
-            "3": {"text": "DROPPED", "color": "red", "index": 3},
-        },
+        "0": ("warming up", "blue"),
+        "1": ("watching", "green"),
+        "2": ("DROPPED", "red"),
+        "3": ("DROPPED", "red"),
     }
-]
-SIGNIFICANCE = [
-    {
-        "type": "value",
-        "options": {
-            "1": {"text": "higher", "color": "green", "index": 0},
-            "0": {"text": "not significant", "color": "text", "index": 1},
-            "-1": {"text": "lower", "color": "red", "index": 2},
-        },
-    }
-]
+)
+SIGNIFICANCE = value_mappings(
+    {"1": ("higher", "green"), "0": ("not significant", "text"), "-1": ("lower", "red")}
+)
 INTERVALS = (
     "Intervals are anytime-valid confidence sequences at interval_confidence (95 %): they hold "
     "however often they are looked at"
@@ -90,6 +99,10 @@ NEVER_PASSES = [
         },
     },
 ]
+# Settings several panels share.
+SHARE: dict[str, Any] = {"unit": "percentunit", "minimum": 0, "maximum": 1}  # a 0-1 share, as %
+LAST_VALUE = {"calcs": ["lastNotNull"], "fields": "", "values": False}
+LEGEND_TABLE = {"legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]}}
 
 
 class Layout:
@@ -102,6 +115,7 @@ class Layout:
         self.next_id = 1
 
     def place(self, width: int, height: int) -> dict[str, int]:
+        """The grid position of the next panel: to the right of the last, or below when full."""
         if self.x + width > 24:
             self.x, self.y = 0, self.y + self.row_height
             self.row_height = 0
@@ -111,6 +125,7 @@ class Layout:
         return pos
 
     def new_row(self) -> dict[str, int]:
+        """The grid position of a row header, below everything placed so far."""
         if self.x:
             self.x, self.y = 0, self.y + self.row_height
         pos = {"x": 0, "y": self.y, "w": 24, "h": 1}
@@ -119,12 +134,34 @@ class Layout:
         return pos
 
     def id(self) -> int:
+        """The next panel id, 1, 2, … in the order panels and rows are made."""
         self.next_id += 1
         return self.next_id - 1
 
 
-def target(expr: str, legend: str = "", ref: str = "A") -> dict[str, Any]:
-    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, "range": True}
+def ref_id(index: int) -> str:
+    """The refId of a panel's query at `index`: A, B, C, …"""
+    return chr(ord("A") + index)
+
+
+def target(expr: str, legend: str = "") -> dict[str, Any]:
+    """A range query; `panel` gives it its refId."""
+    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": "A", "range": True}
+
+
+def tier_series(rule: str, legend: str = TIER_LEGEND) -> dict[str, Any]:
+    """The recording rule `evalstream:<rule>` for the selected experiments and tiers."""
+    return target(f"evalstream:{rule}{{{SEL}}}", legend)
+
+
+def experiment_series(gauge: str, legend: str) -> dict[str, Any]:
+    """The gauge `evalstream_experiment_<gauge>`, one series per selected experiment."""
+    return target(f"max by (experiment) (evalstream_experiment_{gauge}{{{EXP}}})", legend)
+
+
+def instant_table(expr: str, legend: str = "") -> dict[str, Any]:
+    """A table query: one row per series, its last value."""
+    return {**target(expr, legend), "format": "table", "instant": True, "range": False}
 
 
 def row(layout: Layout, title: str, repeat: str | None = None) -> dict[str, Any]:
@@ -162,6 +199,7 @@ def panel(
     overrides: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A panel of `kind` placed next on `layout`, its queries lettered A, B, … in order."""
     defaults: dict[str, Any] = {"unit": unit, "mappings": mappings or [], **(field or {})}
     if custom:
         defaults["custom"] = custom
@@ -169,10 +207,7 @@ def panel(
         defaults["min"] = minimum
     if maximum is not None:
         defaults["max"] = maximum
-    defaults["thresholds"] = {
-        "mode": "absolute",
-        "steps": thresholds or [{"color": "green", "value": None}],
-    }
+    defaults["thresholds"] = {"mode": "absolute", "steps": thresholds or steps("green")}
     result: dict[str, Any] = {
         "type": kind,
         "id": layout.id(),
@@ -180,12 +215,505 @@ def panel(
         "description": description,
         "datasource": DS,
         "gridPos": layout.place(width, height),
-        "targets": [{**t, "refId": chr(ord("A") + i)} for i, t in enumerate(targets)],
+        "targets": [{**t, "refId": ref_id(i)} for i, t in enumerate(targets)],
         "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
         "options": options or {},
     }
     result.update(extra or {})
     return result
+
+
+def repeat_per_tier(per_row: int) -> dict[str, Any]:
+    """Panel keys that draw the panel once per selected tier, side by side, `per_row` to a row."""
+    return {"repeat": "tier", "repeatDirection": "h", "maxPerRow": per_row}
+
+
+def timeseries(
+    layout: Layout, title: str, description: str, targets: list[dict[str, Any]], **kwargs: Any
+) -> dict[str, Any]:
+    """A time series panel whose legend is a table of each series' last value, on the right."""
+    return panel(layout, "timeseries", title, description, targets, options=LEGEND_TABLE, **kwargs)
+
+
+def per_tier_timeseries(
+    layout: Layout, title: str, description: str, targets: list[dict[str, Any]], **kwargs: Any
+) -> dict[str, Any]:
+    """A time series drawn once per selected tier, side by side, four to a row."""
+    return timeseries(
+        layout, title, description, targets, width=24, height=6, extra=repeat_per_tier(4), **kwargs
+    )
+
+
+def stat_options(colour_mode: str, graph_mode: str = "none") -> dict[str, Any]:
+    """Stat panel options that show each series' last value beside its name."""
+    return {
+        "colorMode": colour_mode,
+        "graphMode": graph_mode,
+        "textMode": "value_and_name",
+        "reduceOptions": LAST_VALUE,
+    }
+
+
+def bargauge_options(display_mode: str, orientation: str) -> dict[str, Any]:
+    """Bar gauge options: one bar per series, at its last value."""
+    return {"displayMode": display_mode, "orientation": orientation, "reduceOptions": LAST_VALUE}
+
+
+def by_name(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """A field override: the series or column called `name` gets `properties` (id -> value)."""
+    return {
+        "matcher": {"id": "byName", "options": name},
+        "properties": [{"id": key, "value": value} for key, value in properties.items()],
+    }
+
+
+def band(name: str, colour: str) -> list[dict[str, Any]]:
+    """Overrides that draw the `low` and `high` series of a `{{bound}}` legend as a shaded band
+    around `estimate` (renamed `name`), all in `colour`."""
+    fixed = {"color": {"mode": "fixed", "fixedColor": colour}}
+    return [
+        by_name("estimate", {**fixed, "displayName": name, "custom.lineWidth": 2}),
+        by_name(
+            "high",
+            {**fixed, "custom.fillBelowTo": "low", "custom.fillOpacity": 20, "custom.lineWidth": 0},
+        ),
+        by_name("low", {**fixed, "custom.lineWidth": 0}),
+    ]
+
+
+def merged_table(columns: dict[str, str], hidden: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Transformations that join the instant table queries A, B, … on their labels into one row
+    per series, their values renamed by `columns` (refId -> column name), `hidden` ones left out."""
+    return {
+        "transformations": [
+            {"id": "merge", "options": {}},
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True, **{f"Value #{r}": True for r in hidden}},
+                    "renameByName": {f"Value #{r}": name for r, name in columns.items()},
+                },
+            },
+        ]
+    }
+
+
+def joined_table(
+    layout: Layout,
+    title: str,
+    description: str,
+    columns: dict[str, str],
+    *,
+    rows: str | None = None,
+    sort_by: str | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A table joining instant queries per series: `columns` names them; `rows` only picks rows."""
+    hidden = ("A",) if rows else ()
+    queries = [*([rows] if rows else []), *columns.values()]
+    named = {ref_id(i): name for i, name in enumerate(columns, start=len(hidden))}
+    options: dict[str, Any] = {"showHeader": True}
+    if sort_by:
+        options["sortBy"] = [{"displayName": sort_by, "desc": False}]
+    return panel(
+        layout,
+        "table",
+        title,
+        description,
+        [instant_table(query) for query in queries],
+        options=options,
+        extra=merged_table(named, hidden),
+        **kwargs,
+    )
+
+
+def across_experiments(lay: Layout) -> list[dict[str, Any]]:
+    """Where to look first among thousands: the worst and the dropped tiers, and their count."""
+    return [
+        row(lay, "Across all experiments"),
+        lowest_grades(lay),
+        dropped_tiers(lay),
+        population(lay),
+    ]
+
+
+def lowest_grades(lay: Layout) -> dict[str, Any]:
+    """The ten tiers with the worst full-window grade, over every experiment."""
+    return panel(
+        lay,
+        "table",
+        "Lowest full-window grades",
+        "The 10 tiers with the lowest grade on a full window, over every experiment (not only "
+        "the selected ones): where to look first among thousands.",
+        [instant_table("bottomk(10, evalstream:tier_grade_points:full)", TIER_LEGEND)],
+        width=9,
+        height=7,
+        mappings=GRADE_MAPPINGS,
+        options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": False}]},
+        extra={
+            "transformations": [
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {"Value": "grade"},
+                    },
+                }
+            ]
+        },
+    )
+
+
+def dropped_tiers(lay: Layout) -> dict[str, Any]:
+    """Every dropped tier of every experiment, with its pass rates: what TierDropped paged on."""
+    return joined_table(
+        lay,
+        "Dropped tiers",
+        "Every tier whose drop detectors paged and whose runs are not back at its reference "
+        "(what TierDropped pages on), over every experiment: its pass rate over its window "
+        "and over all its runs. Empty is good.",
+        {
+            "pass rate, window": if_dropped("evalstream:tier_pass_rate_mean"),
+            "pass rate, all runs": if_dropped(
+                'max by (experiment, tier) (evalstream:tier_cumulative_pass_rate{bound="estimate"})'
+            ),
+            "runs": if_dropped("max by (experiment, tier) (evalstream_tier_cumulative_runs)"),
+        },
+        rows=DROPPED,
+        width=9,
+        height=7,
+        unit="percentunit",
+        field={"noValue": "no tier dropped"},
+        overrides=[by_name("runs", {"unit": "short"})],
+    )
+
+
+def population(lay: Layout) -> dict[str, Any]:
+    """How many experiments and tiers the service watches, retired and dropped."""
+    return panel(
+        lay,
+        "stat",
+        "Experiments and tiers",
+        "Experiments with a window on some worker, and the tiers with a gauge; both fall as "
+        "idle experiments retire (experiment_idle_ttl_s).",
+        [
+            target("sum(evalstream_experiments)", "experiments"),
+            target("count(evalstream:tier_grade_points)", "tiers"),
+            target("sum(increase(evalstream_experiments_retired_total[1d]))", "retired in 1d"),
+            target("sum(evalstream:tier_dropped)", "dropped tiers"),
+        ],
+        width=6,
+        height=7,
+        options=stat_options("none", graph_mode="area"),
+    )
+
+
+def grades(lay: Layout) -> list[dict[str, Any]]:
+    """The headline: each selected tier's letter grade, per experiment."""
+    return [
+        row(lay, "Grades"),
+        panel(
+            lay,
+            "stat",
+            "Grade of $tier",
+            "Letter grade of the median composite score of each experiment's 10-run window of this tier.",
+            [tier_series("tier_grade_points", "{{experiment}}")],
+            width=6,
+            height=5,
+            mappings=GRADE_MAPPINGS,
+            thresholds=grade_steps(1, 2, 3, 4),
+            options=stat_options("background"),
+            extra=repeat_per_tier(6),
+        ),
+    ]
+
+
+def drops_and_baseline(lay: Layout) -> list[dict[str, Any]]:
+    """Which selected tiers dropped, and which differ significantly from their baseline."""
+    return [
+        row(lay, "Drop detectors and differences from the baseline"),
+        drop_detectors(lay),
+        baseline_differences(lay),
+    ]
+
+
+def drop_detectors(lay: Layout) -> dict[str, Any]:
+    """Each selected tier's drop state over time: warming up, watching or dropped."""
+    return panel(
+        lay,
+        "state-timeline",
+        "Drop detectors",
+        "Per tier: warming up (its detectors still learn its reference from its first "
+        "drop_warmup_runs runs), watching, or DROPPED (a detector paged and the runs are not "
+        "back at the reference: TierDropped). Noise alone pages a tier at most once per "
+        "drop_false_page_runs runs.",
+        [target(DROP_STATE, TIER_LEGEND)],
+        mappings=DROP_STATES,
+        options={
+            "showValue": "auto",
+            "mergeValues": True,
+            "rowHeight": 0.85,
+            "legend": {"showLegend": False},
+        },
+    )
+
+
+def baseline_differences(lay: Layout) -> dict[str, Any]:
+    """Each selected tier's pass rate minus its baseline's, with its interval and significance."""
+    return joined_table(
+        lay,
+        "Pass rate vs baseline (all runs)",
+        "Each tier's pass rate over all its runs minus the baseline tier's, with its interval, "
+        f"in percentage points. {INTERVALS}, and all of an experiment's intervals hold at "
+        "once; 'not significant' when the interval holds 0.",
+        {
+            "estimate": difference("estimate"),
+            "low": difference("low"),
+            "high": difference("high"),
+            "significant": f"({difference('low')} > bool 0) - ({difference('high')} < bool 0)",
+        },
+        sort_by="estimate",
+        unit="percentunit",
+        field={"decimals": 1, "noValue": "no baseline run yet"},
+        overrides=[
+            by_name(
+                "significant",
+                {
+                    "unit": "short",
+                    "mappings": SIGNIFICANCE,
+                    "custom.cellOptions": {"type": "color-text"},
+                },
+            )
+        ],
+    )
+
+
+def per_tier_intervals(lay: Layout) -> list[dict[str, Any]]:
+    """Per selected experiment and tier over time: drop evidence, and pass rates with intervals."""
+    return [
+        row(lay, "$experiment: drop evidence and intervals per tier", repeat="experiment"),
+        per_tier_timeseries(
+            lay,
+            "Drop evidence · $tier",
+            "Each drop detector's evidence of a fall below the tier's reference, as a fraction of "
+            "its threshold on a log scale: 1 (the dashed line) pages. The pass_rate detector "
+            "watches passes, the score detector the judge scores. Absent while it warms up.",
+            [tier_series("tier_drop_evidence_ratio", "{{detector}}")],
+            unit="none",
+            minimum=0,
+            thresholds=steps("green", (1, "red")),
+            field={"decimals": 2},
+            custom={"thresholdsStyle": {"mode": "dashed"}, "axisSoftMax": 1.2},
+        ),
+        per_tier_timeseries(
+            lay,
+            "Pass rate over all runs · $tier",
+            f"The tier's pass rate over every run since its first, and its interval (the band). "
+            f"{INTERVALS}.",
+            [tier_series("tier_cumulative_pass_rate", "{{bound}}")],
+            **SHARE,
+            overrides=band("pass rate", "blue"),
+        ),
+        per_tier_timeseries(
+            lay,
+            "Pass rate vs baseline · $tier",
+            "The tier's pass rate over all its runs minus the baseline tier's, in percentage "
+            f"points, and its interval (the band); significant while the band excludes 0 (the "
+            f"dashed line). {INTERVALS}, all of the experiment's at once.",
+            [tier_series("tier_pass_rate_difference", "{{bound}}")],
+            unit="percentunit",
+            thresholds=steps("red", (0, "green")),
+            field={"decimals": 1, "noValue": "the baseline (or no baseline run yet)"},
+            custom={"thresholdsStyle": {"mode": "dashed"}},
+            overrides=band("difference", "purple"),
+        ),
+    ]
+
+
+def quality(lay: Layout) -> list[dict[str, Any]]:
+    """How good the selected tiers' runs are: composite score, pass rate, uplift and pass@k."""
+    return [
+        row(lay, "Quality"),
+        timeseries(
+            lay,
+            "Median composite score per tier",
+            "Median of (pass + impl) / 2 over each window; the lines are the grade thresholds.",
+            [tier_series("tier_composite_median")],
+            **SHARE,
+            thresholds=grade_steps(0.65, 0.75, 0.85, 0.95),
+            custom={"thresholdsStyle": {"mode": "line"}},
+        ),
+        timeseries(
+            lay,
+            "Pass rate (window mean)",
+            "Share of the window's runs that passed.",
+            [tier_series("tier_pass_rate_mean")],
+            **SHARE,
+        ),
+        timeseries(
+            lay,
+            "Uplift vs baseline",
+            "(median composite - baseline's) / baseline's; absent while the baseline has no data or scores 0.",
+            [tier_series("tier_uplift_ratio")],
+            unit="percentunit",
+        ),
+        panel(
+            lay,
+            "bargauge",
+            "pass@k",
+            "Unbiased pass@k over each window (k up to the runs in the window).",
+            [
+                target(
+                    f"max by (experiment, tier, k) (evalstream_tier_pass_at_k{{{SEL}}})",
+                    "{{experiment}} {{tier}} pass@{{k}}",
+                )
+            ],
+            **SHARE,
+            options=bargauge_options("gradient", "horizontal"),
+        ),
+    ]
+
+
+def cost(lay: Layout) -> list[dict[str, Any]]:
+    """What the selected tiers' runs cost and how much the tiers differ, then the windows' fill."""
+    return [
+        row(lay, "Cost"),
+        timeseries(
+            lay,
+            "Median cost per run",
+            "USD, billed or priced from tokens.",
+            [tier_series("tier_cost_median_usd")],
+            unit="currencyUSD",
+        ),
+        panel(
+            lay,
+            "stat",
+            "Cost of pass (median)",
+            "What one passing run costs; 'never passes' when no run of the window passed (+Inf).",
+            [tier_series("tier_cost_of_pass_median_usd")],
+            unit="currencyUSD",
+            mappings=NEVER_PASSES,
+            options=stat_options("value"),
+        ),
+        timeseries(
+            lay,
+            "Cross-tier variance",
+            "Population variance of the tiers' medians: high means the experiment is sensitive to the tier.",
+            [
+                experiment_series("pass_rate_variance", "{{experiment}} pass rate"),
+                experiment_series("impl_rate_variance", "{{experiment}} impl rate"),
+                experiment_series("cost_variance", "{{experiment}} cost"),
+            ],
+        ),
+        timeseries(
+            lay,
+            "Cost delta across tiers",
+            "Most minus least expensive tier, by median cost per run.",
+            [experiment_series("cost_delta_usd", "{{experiment}}")],
+            unit="currencyUSD",
+        ),
+        panel(
+            lay,
+            "bargauge",
+            "Window fill",
+            "Runs in each window over its capacity; grades and alerts only count full windows.",
+            [tier_series("tier_window_fill_ratio")],
+            width=24,
+            height=6,
+            **SHARE,
+            options=bargauge_options("basic", "vertical"),
+        ),
+    ]
+
+
+def service(lay: Layout) -> list[dict[str, Any]]:
+    """The service's own health: throughput, rejects, lag and latency."""
+    return [
+        row(lay, "Service"),
+        timeseries(
+            lay,
+            "Runs processed per second",
+            "Messages read from run-completed, runs that entered a window, and ignored runs.",
+            [
+                target("evalstream:runs_received:rate1m", "received"),
+                target("evalstream:runs_accepted:rate1m", "accepted"),
+                target("evalstream:runs_ignored:rate5m", "ignored {{reason}}"),
+            ],
+            width=8,
+            unit="ops",
+        ),
+        timeseries(
+            lay,
+            "Rejected by reason",
+            "Dead-lettered messages per second (they keep their original bytes on run-completed.dlq).",
+            [
+                target(
+                    "sum by (reason) (rate(evalstream_runs_rejected_total[$__rate_interval]))",
+                    "{{reason}}",
+                )
+            ],
+            width=8,
+            unit="ops",
+        ),
+        timeseries(
+            lay,
+            "Consumer lag",
+            "Messages waiting on evalstream's source topics.",
+            [target("evalstream:consumer_lag_messages", "{{topic}}")],
+            width=8,
+        ),
+        timeseries(
+            lay,
+            "Processing latency per event",
+            "p50 and p99 of the time one event takes in each stage.",
+            [
+                target(
+                    "histogram_quantile(0.5, sum by (le, stage) (rate(evalstream_processing_seconds_bucket[$__rate_interval])))",
+                    "p50 {{stage}}",
+                ),
+                target("evalstream:processing_seconds:p99", "p99 {{stage}}"),
+            ],
+            unit="s",
+        ),
+        timeseries(
+            lay,
+            "Run age at processing",
+            "Processing time minus the run's completed_at: how far behind real time the grades are.",
+            [
+                target("evalstream:run_age_seconds:p50", "p50"),
+                target("evalstream:run_age_seconds:p99", "p99"),
+            ],
+            unit="s",
+        ),
+    ]
+
+
+def overview() -> dict[str, Any]:
+    """The evalstream overview dashboard: its selectors, annotations and rows, top to bottom."""
+    lay = Layout()
+    return {
+        "uid": "evalstream-overview",
+        "title": "evalstream overview",
+        "description": "Live grades, quality, cost and service health of AI coding-agent evaluations.",
+        "tags": ["evalstream"],
+        "timezone": "browser",
+        "schemaVersion": 38,
+        "version": 1,
+        "editable": True,
+        "refresh": "10s",
+        "time": {"from": "now-3h", "to": "now"},
+        "templating": {"list": variables()},
+        "annotations": {"list": event_annotations()},
+        "panels": [
+            *across_experiments(lay),
+            *grades(lay),
+            *drops_and_baseline(lay),
+            *per_tier_intervals(lay),
+            *quality(lay),
+            *cost(lay),
+            *service(lay),
+        ],
+    }
 
 
 def variable(name: str, label: str, query: str, include_all: bool = True) -> dict[str, Any]:
@@ -210,536 +738,56 @@ def variable(name: str, label: str, query: str, include_all: bool = True) -> dic
     }
 
 
-def band(name: str, colour: str) -> list[dict[str, Any]]:
-    """Overrides that draw the `low` and `high` series of a `{{bound}}` legend as a shaded band
-    around `estimate` (renamed `name`), all in `colour`."""
-    fixed = {"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}
-
-    def series(bound: str, *properties: dict[str, Any]) -> dict[str, Any]:
-        return {"matcher": {"id": "byName", "options": bound}, "properties": [fixed, *properties]}
-
+def variables() -> list[dict[str, Any]]:
+    """The selectors every panel's query filters on: experiments, then their tiers."""
     return [
-        series(
-            "estimate", {"id": "displayName", "value": name}, {"id": "custom.lineWidth", "value": 2}
+        variable(
+            "experiment",
+            "Experiment",
+            "label_values(evalstream:tier_grade_points, experiment)",
+            include_all=False,
         ),
-        series(
-            "high",
-            {"id": "custom.fillBelowTo", "value": "low"},
-            {"id": "custom.fillOpacity", "value": 20},
-            {"id": "custom.lineWidth", "value": 0},
-        ),
-        series("low", {"id": "custom.lineWidth", "value": 0}),
+        variable("tier", "Tier", f"label_values(evalstream:tier_grade_points{{{EXP}}}, tier)"),
     ]
 
 
-def instant_table(expr: str) -> dict[str, Any]:
-    """A table query: one row per series, its last value."""
-    return {**target(expr), "format": "table", "instant": True, "range": False}
-
-
-def merged_table(columns: dict[str, str], hidden: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Transformations that join the instant table queries A, B, … on their labels into one row
-    per series, their values renamed by `columns` (refId -> column name), `hidden` ones left out."""
+def annotation(
+    name: str, colour: str, expr: str, *, title: str, tags: str, text: str = ""
+) -> dict[str, Any]:
+    """An annotation marking each moment `expr` has a series, checked every 30 s."""
     return {
-        "transformations": [
-            {"id": "merge", "options": {}},
-            {
-                "id": "organize",
-                "options": {
-                    "excludeByName": {"Time": True, **{f"Value #{r}": True for r in hidden}},
-                    "renameByName": {f"Value #{r}": name for r, name in columns.items()},
-                },
-            },
-        ]
+        "name": name,
+        "datasource": DS,
+        "enable": True,
+        "iconColor": colour,
+        "expr": expr,
+        "step": "30s",
+        "titleFormat": title,
+        "tagKeys": tags,
+        "textFormat": text,
+        "useValueForTime": False,
     }
 
 
-def overview() -> dict[str, Any]:
-    lay = Layout()
-    legend = "{{experiment}} {{tier}}"
-    grade_steps: list[dict[str, Any]] = [
-        {"color": "red", "value": None},
-        {"color": "orange", "value": 0.65},
-        {"color": "yellow", "value": 0.75},
-        {"color": "#73BF69", "value": 0.85},
-        {"color": "green", "value": 0.95},
-    ]
-    timeseries_opts = {
-        "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull"]}
-    }
-    panels = [
-        row(lay, "Across all experiments"),
-        panel(
-            lay,
-            "table",
-            "Lowest full-window grades",
-            "The 10 tiers with the lowest grade on a full window, over every experiment (not only "
-            "the selected ones): where to look first among thousands.",
-            [
-                {
-                    **target(
-                        "bottomk(10, evalstream:tier_grade_points:full)", "{{experiment}} {{tier}}"
-                    ),
-                    "format": "table",
-                    "instant": True,
-                    "range": False,
-                }
-            ],
-            width=9,
-            height=7,
-            mappings=GRADE_MAPPINGS,
-            options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": False}]},
-            extra={
-                "transformations": [
-                    {
-                        "id": "organize",
-                        "options": {
-                            "excludeByName": {"Time": True},
-                            "renameByName": {"Value": "grade"},
-                        },
-                    }
-                ]
-            },
+def event_annotations() -> list[dict[str, Any]]:
+    """Marks on every time series: the selected tiers' grade changes and drops."""
+    return [
+        annotation(
+            "Grade changes",
+            "orange",
+            f"sum by (experiment, tier, direction) (increase(evalstream_grade_changes_total{{{SEL}}}[2m])) > 0",
+            title="Grade {{direction}}: {{experiment}}/{{tier}}",
+            tags="experiment,tier,direction",
         ),
-        panel(
-            lay,
-            "table",
-            "Dropped tiers",
-            "Every tier whose drop detectors paged and whose runs are not back at its reference "
-            "(what TierDropped pages on), over every experiment: its pass rate over its window "
-            "and over all its runs. Empty is good.",
-            [
-                instant_table(DROPPED),
-                instant_table(
-                    f"evalstream:tier_pass_rate_mean and on (experiment, tier) ({DROPPED})"
-                ),
-                instant_table(
-                    "max by (experiment, tier) "
-                    '(evalstream:tier_cumulative_pass_rate{bound="estimate"}) '
-                    f"and on (experiment, tier) ({DROPPED})"
-                ),
-                instant_table(
-                    "max by (experiment, tier) (evalstream_tier_cumulative_runs) "
-                    f"and on (experiment, tier) ({DROPPED})"
-                ),
-            ],
-            width=9,
-            height=7,
-            unit="percentunit",
-            field={"noValue": "no tier dropped"},
-            overrides=[
-                {
-                    "matcher": {"id": "byName", "options": "runs"},
-                    "properties": [{"id": "unit", "value": "short"}],
-                }
-            ],
-            options={"showHeader": True},
-            extra=merged_table(
-                {"B": "pass rate, window", "C": "pass rate, all runs", "D": "runs"},
-                hidden=("A",),
-            ),
-        ),
-        panel(
-            lay,
-            "stat",
-            "Experiments and tiers",
-            "Experiments with a window on some worker, and the tiers with a gauge; both fall as "
-            "idle experiments retire (experiment_idle_ttl_s).",
-            [
-                target("sum(evalstream_experiments)", "experiments"),
-                target("count(evalstream:tier_grade_points)", "tiers", ref="B"),
-                target(
-                    "sum(increase(evalstream_experiments_retired_total[1d]))",
-                    "retired in 1d",
-                    ref="C",
-                ),
-                target("sum(evalstream:tier_dropped)", "dropped tiers", ref="D"),
-            ],
-            width=6,
-            height=7,
-            options={
-                "colorMode": "none",
-                "graphMode": "area",
-                "textMode": "value_and_name",
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            },
-        ),
-        row(lay, "Grades"),
-        panel(
-            lay,
-            "stat",
-            "Grade of $tier",
-            "Letter grade of the median composite score of each experiment's 10-run window of this tier.",
-            [target(f"evalstream:tier_grade_points{{{SEL}}}", "{{experiment}}")],
-            width=6,
-            height=5,
-            mappings=GRADE_MAPPINGS,
-            thresholds=[
-                {"color": "red", "value": None},
-                {"color": "orange", "value": 1},
-                {"color": "yellow", "value": 2},
-                {"color": "#73BF69", "value": 3},
-                {"color": "green", "value": 4},
-            ],
-            options={
-                "colorMode": "background",
-                "graphMode": "none",
-                "textMode": "value_and_name",
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            },
-            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 6},
-        ),
-        row(lay, "Drop detectors and differences from the baseline"),
-        panel(
-            lay,
-            "state-timeline",
-            "Drop detectors",
-            "Per tier: warming up (its detectors still learn its reference from its first "
-            "drop_warmup_runs runs), watching, or DROPPED (a detector paged and the runs are not "
-            "back at the reference: TierDropped). Noise alone pages a tier at most once per "
-            "drop_false_page_runs runs.",
-            [target(DROP_STATE, legend)],
-            mappings=DROP_STATES,
-            options={
-                "showValue": "auto",
-                "mergeValues": True,
-                "rowHeight": 0.85,
-                "legend": {"showLegend": False},
-            },
-        ),
-        panel(
-            lay,
-            "table",
-            "Pass rate vs baseline (all runs)",
-            "Each tier's pass rate over all its runs minus the baseline tier's, with its interval, "
-            f"in percentage points. {INTERVALS}, and all of an experiment's intervals hold at "
-            "once; 'not significant' when the interval holds 0.",
-            [
-                instant_table(difference("estimate")),
-                instant_table(difference("low")),
-                instant_table(difference("high")),
-                instant_table(f"({difference('low')} > bool 0) - ({difference('high')} < bool 0)"),
-            ],
-            unit="percentunit",
-            field={"decimals": 1, "noValue": "no baseline run yet"},
-            overrides=[
-                {
-                    "matcher": {"id": "byName", "options": "significant"},
-                    "properties": [
-                        {"id": "unit", "value": "short"},
-                        {"id": "mappings", "value": SIGNIFICANCE},
-                        {"id": "custom.cellOptions", "value": {"type": "color-text"}},
-                    ],
-                }
-            ],
-            options={"showHeader": True, "sortBy": [{"displayName": "estimate", "desc": False}]},
-            extra=merged_table({"A": "estimate", "B": "low", "C": "high", "D": "significant"}),
-        ),
-        row(lay, "$experiment: drop evidence and intervals per tier", repeat="experiment"),
-        panel(
-            lay,
-            "timeseries",
-            "Drop evidence · $tier",
-            "Each drop detector's evidence of a fall below the tier's reference, as a fraction of "
-            "its threshold on a log scale: 1 (the dashed line) pages. The pass_rate detector "
-            "watches passes, the score detector the judge scores. Absent while it warms up.",
-            [target(f"evalstream:tier_drop_evidence_ratio{{{SEL}}}", "{{detector}}")],
-            width=24,
-            height=6,
-            unit="none",
-            minimum=0,
-            thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
-            field={"decimals": 2},
-            custom={"thresholdsStyle": {"mode": "dashed"}, "axisSoftMax": 1.2},
-            options=timeseries_opts,
-            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 4},
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Pass rate over all runs · $tier",
-            f"The tier's pass rate over every run since its first, and its interval (the band). "
-            f"{INTERVALS}.",
-            [target(f"evalstream:tier_cumulative_pass_rate{{{SEL}}}", "{{bound}}")],
-            width=24,
-            height=6,
-            unit="percentunit",
-            minimum=0,
-            maximum=1,
-            overrides=band("pass rate", "blue"),
-            options=timeseries_opts,
-            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 4},
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Pass rate vs baseline · $tier",
-            "The tier's pass rate over all its runs minus the baseline tier's, in percentage "
-            f"points, and its interval (the band); significant while the band excludes 0 (the "
-            f"dashed line). {INTERVALS}, all of the experiment's at once.",
-            [target(f"evalstream:tier_pass_rate_difference{{{SEL}}}", "{{bound}}")],
-            width=24,
-            height=6,
-            unit="percentunit",
-            thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 0}],
-            field={"decimals": 1, "noValue": "the baseline (or no baseline run yet)"},
-            custom={"thresholdsStyle": {"mode": "dashed"}},
-            overrides=band("difference", "purple"),
-            options=timeseries_opts,
-            extra={"repeat": "tier", "repeatDirection": "h", "maxPerRow": 4},
-        ),
-        row(lay, "Quality"),
-        panel(
-            lay,
-            "timeseries",
-            "Median composite score per tier",
-            "Median of (pass + impl) / 2 over each window; the lines are the grade thresholds.",
-            [target(f"evalstream:tier_composite_median{{{SEL}}}", legend)],
-            unit="percentunit",
-            minimum=0,
-            maximum=1,
-            thresholds=grade_steps,
-            options=timeseries_opts,
-            custom={"thresholdsStyle": {"mode": "line"}},
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Pass rate (window mean)",
-            "Share of the window's runs that passed.",
-            [target(f"evalstream:tier_pass_rate_mean{{{SEL}}}", legend)],
-            unit="percentunit",
-            minimum=0,
-            maximum=1,
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Uplift vs baseline",
-            "(median composite - baseline's) / baseline's; absent while the baseline has no data or scores 0.",
-            [target(f"evalstream:tier_uplift_ratio{{{SEL}}}", legend)],
-            unit="percentunit",
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "bargauge",
-            "pass@k",
-            "Unbiased pass@k over each window (k up to the runs in the window).",
-            [
-                target(
-                    f"max by (experiment, tier, k) (evalstream_tier_pass_at_k{{{SEL}}})",
-                    "{{experiment}} {{tier}} pass@{{k}}",
-                )
-            ],
-            unit="percentunit",
-            minimum=0,
-            maximum=1,
-            options={
-                "displayMode": "gradient",
-                "orientation": "horizontal",
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            },
-        ),
-        row(lay, "Cost"),
-        panel(
-            lay,
-            "timeseries",
-            "Median cost per run",
-            "USD, billed or priced from tokens.",
-            [target(f"evalstream:tier_cost_median_usd{{{SEL}}}", legend)],
-            unit="currencyUSD",
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "stat",
-            "Cost of pass (median)",
-            "What one passing run costs; 'never passes' when no run of the window passed (+Inf).",
-            [target(f"evalstream:tier_cost_of_pass_median_usd{{{SEL}}}", legend)],
-            unit="currencyUSD",
-            mappings=NEVER_PASSES,
-            options={
-                "colorMode": "value",
-                "graphMode": "none",
-                "textMode": "value_and_name",
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            },
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Cross-tier variance",
-            "Population variance of the tiers' medians: high means the experiment is sensitive to the tier.",
-            [
-                target(
-                    f"max by (experiment) (evalstream_experiment_pass_rate_variance{{{EXP}}})",
-                    "{{experiment}} pass rate",
-                ),
-                target(
-                    f"max by (experiment) (evalstream_experiment_impl_rate_variance{{{EXP}}})",
-                    "{{experiment}} impl rate",
-                ),
-                target(
-                    f"max by (experiment) (evalstream_experiment_cost_variance{{{EXP}}})",
-                    "{{experiment}} cost",
-                ),
-            ],
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Cost delta across tiers",
-            "Most minus least expensive tier, by median cost per run.",
-            [
-                target(
-                    f"max by (experiment) (evalstream_experiment_cost_delta_usd{{{EXP}}})",
-                    "{{experiment}}",
-                )
-            ],
-            unit="currencyUSD",
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "bargauge",
-            "Window fill",
-            "Runs in each window over its capacity; grades and alerts only count full windows.",
-            [target(f"evalstream:tier_window_fill_ratio{{{SEL}}}", legend)],
-            width=24,
-            height=6,
-            unit="percentunit",
-            minimum=0,
-            maximum=1,
-            options={
-                "displayMode": "basic",
-                "orientation": "vertical",
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            },
-        ),
-        row(lay, "Service"),
-        panel(
-            lay,
-            "timeseries",
-            "Runs processed per second",
-            "Messages read from run-completed, runs that entered a window, and ignored runs.",
-            [
-                target("evalstream:runs_received:rate1m", "received"),
-                target("evalstream:runs_accepted:rate1m", "accepted"),
-                target("evalstream:runs_ignored:rate5m", "ignored {{reason}}"),
-            ],
-            width=8,
-            unit="ops",
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Rejected by reason",
-            "Dead-lettered messages per second (they keep their original bytes on run-completed.dlq).",
-            [
-                target(
-                    "sum by (reason) (rate(evalstream_runs_rejected_total[$__rate_interval]))",
-                    "{{reason}}",
-                )
-            ],
-            width=8,
-            unit="ops",
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Consumer lag",
-            "Messages waiting on evalstream's source topics.",
-            [target("evalstream:consumer_lag_messages", "{{topic}}")],
-            width=8,
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Processing latency per event",
-            "p50 and p99 of the time one event takes in each stage.",
-            [
-                target(
-                    "histogram_quantile(0.5, sum by (le, stage) (rate(evalstream_processing_seconds_bucket[$__rate_interval])))",
-                    "p50 {{stage}}",
-                ),
-                target("evalstream:processing_seconds:p99", "p99 {{stage}}"),
-            ],
-            unit="s",
-            options=timeseries_opts,
-        ),
-        panel(
-            lay,
-            "timeseries",
-            "Run age at processing",
-            "Processing time minus the run's completed_at: how far behind real time the grades are.",
-            [
-                target("evalstream:run_age_seconds:p50", "p50"),
-                target("evalstream:run_age_seconds:p99", "p99"),
-            ],
-            unit="s",
-            options=timeseries_opts,
+        annotation(
+            "Tiers dropped",
+            "red",
+            f"evalstream:tier_dropped{{{SEL}}} == 1",
+            title="Dropped: {{experiment}}/{{tier}}",
+            tags="experiment,tier",
+            text="A drop detector paged (TierDropped)",
         ),
     ]
-    return {
-        "uid": "evalstream-overview",
-        "title": "evalstream overview",
-        "description": "Live grades, quality, cost and service health of AI coding-agent evaluations.",
-        "tags": ["evalstream"],
-        "timezone": "browser",
-        "schemaVersion": 38,
-        "version": 1,
-        "editable": True,
-        "refresh": "10s",
-        "time": {"from": "now-3h", "to": "now"},
-        "templating": {
-            "list": [
-                variable(
-                    "experiment",
-                    "Experiment",
-                    "label_values(evalstream:tier_grade_points, experiment)",
-                    include_all=False,
-                ),
-                variable(
-                    "tier", "Tier", f"label_values(evalstream:tier_grade_points{{{EXP}}}, tier)"
-                ),
-            ]
-        },
-        "annotations": {
-            "list": [
-                {
-                    "name": "Grade changes",
-                    "datasource": DS,
-                    "enable": True,
-                    "iconColor": "orange",
-                    "expr": f"sum by (experiment, tier, direction) (increase(evalstream_grade_changes_total{{{SEL}}}[2m])) > 0",
-                    "step": "30s",
-                    "titleFormat": "Grade {{direction}}: {{experiment}}/{{tier}}",
-                    "tagKeys": "experiment,tier,direction",
-                    "textFormat": "",
-                    "useValueForTime": False,
-                },
-                {
-                    "name": "Tiers dropped",
-                    "datasource": DS,
-                    "enable": True,
-                    "iconColor": "red",
-                    "expr": f"evalstream:tier_dropped{{{SEL}}} == 1",
-                    "step": "30s",
-                    "titleFormat": "Dropped: {{experiment}}/{{tier}}",
-                    "tagKeys": "experiment,tier",
-                    "textFormat": "A drop detector paged (TierDropped)",
-                    "useValueForTime": False,
-                },
-            ]
-        },
-        "panels": panels,
-    }
 
 
 def render() -> dict[str, str]:
@@ -748,6 +796,7 @@ def render() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    """Writes the dashboards, or with `--check` returns 1 while a committed one differs."""
     stale = []
     for name, text in render().items():
         path = OUT / name
