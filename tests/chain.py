@@ -122,7 +122,7 @@ class Chain:
         self.batch = batch
         self.commit_every = commit_every
         self.broker = MemoryBroker(settings.partitions)
-        self.metrics = Exporter(__version__)
+        self.exporter = Exporter(__version__)
         self.committed: dict[tuple[str, int], int] = {}
         self.batches = 0
         self.cursor = 0
@@ -134,7 +134,7 @@ class Chain:
     def _table(self, stage: type[WindowsStage] | type[CrossTierStage]) -> tuple[DictTable, Outputs]:
         """A stage's table, recovered from its changelog (the last value of every key), and the
         outputs its writes go through."""
-        outputs = Outputs(self.broker.send, self.settings, self.metrics)
+        outputs = Outputs(self.broker.send, self.settings, self.exporter)
         n = self.settings.partitions
         table = DictTable(outputs, self._changelog(stage), lambda k: stage.key_partition(k, n))
         for partition_log in self.broker.logs.get(self._changelog(stage), {}).values():
@@ -151,12 +151,12 @@ class Chain:
         windows_table, windows_out = self._table(WindowsStage)
         cross_table, cross_out = self._table(CrossTierStage)
         return Worker(
-            validate=ValidateStage(s, Outputs(self.broker.send, s, self.metrics), self.metrics),
+            validate=ValidateStage(s, Outputs(self.broker.send, s, self.exporter), self.exporter),
             windows=WindowsStage(
-                windows_table, self._changelog(WindowsStage), s, windows_out, self.metrics
+                windows_table, self._changelog(WindowsStage), s, windows_out, self.exporter
             ),
             cross_tier=CrossTierStage(
-                cross_table, self._changelog(CrossTierStage), s, cross_out, self.metrics
+                cross_table, self._changelog(CrossTierStage), s, cross_out, self.exporter
             ),
             positions=dict(self.committed),
         )

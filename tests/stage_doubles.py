@@ -97,18 +97,18 @@ def wiring(**overrides: Any) -> Wiring:
     """Settings (4 partitions, `overrides`), a list for the sends, the exporter, and `Outputs`."""
     config = settings(**overrides)
     sends = Sends()
-    metrics = Exporter(__version__)
-    return config, sends, metrics, Outputs(sends, config, metrics)
+    exporter = Exporter(__version__)
+    return config, sends, exporter, Outputs(sends, config, exporter)
 
 
 def records(topic: str, values: list[bytes], key: bytes | None = None) -> list[Record]:
     return [Record(topic, 0, offset, key, value) for offset, value in enumerate(values)]
 
 
-def samples(metrics: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The exporter's `/metrics` text, parsed: (sample name, sorted labels) -> value."""
     out = {}
-    for family in text_string_to_metric_families(metrics.render().decode()):
+    for family in text_string_to_metric_families(exporter.render().decode()):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out

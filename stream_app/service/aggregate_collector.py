@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily
 
@@ -24,25 +23,13 @@ from schemas.aggregates import DropStatus, Statistics, TierAggregate
 from schemas.common import Grade
 from schemas.cross_tier import CrossTierReport
 from stream_app.metrics.grades import grade_points
-
-STATS: Final = ("median", "mean", "mode", "min", "max", "std_dev")
-DEFAULT_EXPORTED_STATISTICS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-    {
-        "pass_rate": ("mean",),
-        "impl_rate": ("mean",),
-        "composite_score": ("median",),
-        "cost_usd": ("median",),
-        "duration_seconds": ("median",),
-        "cost_of_pass": ("median",),
-        "code_bleu": ("median",),
-        "test_pass_rate": ("mean",),
-    }
+from stream_app.service.exported_statistics import (
+    DEFAULT_EXPORTED_STATISTICS,
+    ExportedStatistics,
+    TierField,
 )
-"""The series budget: one statistic per field, the one the dashboards and alert rules read (a
-rate's mean is the share of runs; a score's or cost's median resists outliers). The setting
-`exported_statistics` selects others; every statistic is on the aggregates topic and in the
-query API whatever is exported."""
-TIER_STATS: Final = {
+
+TIER_STATS: Final[Mapping[TierField, str]] = {
     "pass_rate": "evalstream_tier_pass_rate",
     "impl_rate": "evalstream_tier_impl_rate",
     "composite_score": "evalstream_tier_composite_score",
@@ -50,7 +37,7 @@ TIER_STATS: Final = {
     "duration_seconds": "evalstream_tier_duration_seconds",
     "cost_of_pass": "evalstream_tier_cost_of_pass_usd",
 }
-OPTIONAL_STATS: Final = {
+OPTIONAL_STATS: Final[Mapping[TierField, str]] = {
     "code_bleu": "evalstream_tier_code_bleu",
     "test_pass_rate": "evalstream_tier_test_pass_rate",
 }
@@ -128,7 +115,7 @@ def _stats(name: str, labels: str, stats: Statistics | None, which: tuple[str, .
 
 
 def tier_lines(
-    agg: TierAggregate, exported: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS
+    agg: TierAggregate, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS
 ) -> tuple[str, ...]:
     """One aggregate's lines, one string per family of `TIER_FAMILIES`; of each field's
     statistics, those `exported` names (the series budget)."""
@@ -236,9 +223,7 @@ class AggregateCollector:
     """The latest aggregate of every tier and report of every experiment this worker owns,
     rendered to lines when published, so that a scrape only joins them."""
 
-    def __init__(
-        self, exported: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS
-    ) -> None:
+    def __init__(self, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS) -> None:
         self.tiers: dict[tuple[str, str], TierEntry] = {}
         self.experiments: dict[str, ExperimentEntry] = {}
         self.exported = exported

@@ -72,10 +72,8 @@ TABLE: dict[str, Any] = {
 def create_app(settings: Settings, exporter: Exporter | None = None) -> EvalstreamApp:
     """Build the worker's Faust app for `settings`: compose the stages with Faust's parts."""
     if exporter is None:
-        metrics = Exporter(__version__, settings.exported_statistics)
-        metrics.watch_gc()
-    else:
-        metrics = exporter
+        exporter = Exporter(__version__, settings.exported_statistics)
+        exporter.watch_gc()
     topics, n = settings.topics, settings.partitions
     app = faust_app(settings)
 
@@ -93,17 +91,17 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
 
     windows_table = app.Table(WindowsStage.table_name, partitions=n, **TABLE)
     experiments_table = app.Table(CrossTierStage.table_name, partitions=n, **TABLE)
-    validate = ValidateStage(settings, Outputs(send, settings, metrics), metrics)
+    validate = ValidateStage(settings, Outputs(send, settings, exporter), exporter)
 
     def stateful(stage: type[T], table: Any) -> T:
         """A stage over `table`, whose changelog writes are confirmed with its other sends."""
-        outputs = Outputs(send, settings, metrics)
+        outputs = Outputs(send, settings, exporter)
         changelog = ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
-        return stage(changelog, changelog.changelog, settings, outputs, metrics)
+        return stage(changelog, changelog.changelog, settings, outputs, exporter)
 
     windows = stateful(WindowsStage, windows_table)
     input_topics = {topics.input, topics.runs_by_tier}
-    windows.lagging = lambda: metrics.consumer_lag.behind(input_topics, settings.batch_max_events)
+    windows.lagging = lambda: exporter.consumer_lag.behind(input_topics, settings.batch_max_events)
     cross_tier = stateful(CrossTierStage, experiments_table)
     # Output topics are written through the producer directly (see `send`) and created by the
     # worker's start-up (`ensure_topics`), so they need no Faust topic objects.
@@ -116,8 +114,8 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
     for topic, stage in sources.items():
         # The windows hop takes bundles (about a hundred runs each), fewer per batch.
         take = batch if stage is not windows else {**batch, "max_": windows_batch_max(settings)}
-        agent_of(app, app.topic(topic, partitions=n, **RAW), stage, take, metrics)
-    metrics.declare(
+        agent_of(app, app.topic(topic, partitions=n, **RAW), stage, take, exporter)
+    exporter.declare(
         stages=[s.name for s in sources.values()],
         tables=[windows.table_name, cross_tier.table_name],
     )
@@ -138,9 +136,9 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
         windows.on_revoked({tp.partition for tp in revoked if tp.topic == topics.runs_by_tier})
         cross_tier.on_revoked({tp.partition for tp in revoked if tp.topic == topics.aggregates})
 
-    install_timers(app, settings, metrics, windows=windows, health=health, sources=set(sources))
-    install_pages(app, health, metrics)
-    answers = QueryAnswers(metrics.aggregates)
+    install_timers(app, settings, exporter, windows=windows, health=health, sources=set(sources))
+    install_pages(app, health, exporter)
+    answers = QueryAnswers(exporter.aggregates)
 
     def ready() -> bool:
         return health.ready(app.rebalancing)
@@ -152,7 +150,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
 def install_timers(
     app: faust.App,
     settings: Settings,
-    metrics: Exporter,
+    exporter: Exporter,
     *,
     windows: WindowsStage,
     health: Health,
@@ -163,7 +161,7 @@ def install_timers(
     @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
     async def export_consumer_lag() -> None:
         """Messages behind the fetch high watermark, per assigned source partition."""
-        metrics.consumer_lag.replace(cast(Consumer, app.consumer).lag(sources))
+        exporter.consumer_lag.replace(cast(Consumer, app.consumer).lag(sources))
 
     @app.timer(interval=settings.retire_check_s)  # type: ignore[untyped-decorator]
     async def retire_idle_experiments() -> None:
@@ -187,12 +185,12 @@ def windows_batch_max(settings: Settings) -> int:
 
 
 def agent_of(
-    app: faust.App, topic: Any, stage: Stage, batch: dict[str, Any], metrics: Exporter
+    app: faust.App, topic: Any, stage: Stage, batch: dict[str, Any], exporter: Exporter
 ) -> None:
     """One Faust agent that runs `stage` over `topic` in batches."""
 
     async def agent(stream: StreamT[bytes]) -> None:
-        await run_batches(stream, stage, batch, metrics)
+        await run_batches(stream, stage, batch, exporter)
 
     app.agent(topic, name=stage.name)(agent)
 

@@ -85,12 +85,12 @@ def records_of(events: Sequence[EventT[bytes]]) -> list[Record]:
 
 
 async def run_batches(
-    stream: StreamT[bytes], stage: Stage, batch: dict[str, Any], metrics: Exporter
+    stream: StreamT[bytes], stage: Stage, batch: dict[str, Any], exporter: Exporter
 ) -> None:
     """An agent's loop over `stage`. Whatever escapes `handle` is no event's fault and stops the
     worker before the batch is committed; a batch cancelled mid-way (shutdown) is withheld from
     the commit, so it is redelivered rather than half done."""
-    histogram = metrics.processing.labels(stage=stage.name)
+    histogram = exporter.processing.labels(stage=stage.name)
     events: Sequence[EventT[bytes]]
     async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
         started = time.perf_counter()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Any, Final, get_args
+from typing import Final, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,9 +25,10 @@ from prometheus_client.registry import Collector
 from schemas.aggregates import TierAggregate
 from schemas.common import RejectReason
 from schemas.cross_tier import CrossTierReport
-from stream_app.service.aggregate_collector import (
+from stream_app.service.aggregate_collector import AggregateCollector
+from stream_app.service.exported_statistics import (
     DEFAULT_EXPORTED_STATISTICS,
-    AggregateCollector,
+    ExportedStatistics,
 )
 
 REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
@@ -55,7 +56,8 @@ class ConsumerLag(Collector):
         know yet."""
         if not self.measured:
             return True
-        return sum(lag for (topic, _), lag in self.lags.items() if topic in topics) > tolerance
+        behind = sum(lag for (topic, _), lag in self.lags.items() if topic in topics)  # ints
+        return behind > tolerance
 
     def collect(self) -> Iterator[Metric]:
         """The family with a sample per assigned partition."""
@@ -75,7 +77,7 @@ class Exporter:
     def __init__(
         self,
         version: str,
-        exported_statistics: Mapping[Any, tuple[str, ...]] = DEFAULT_EXPORTED_STATISTICS,
+        exported_statistics: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         gauge = partial(Gauge, registry=self.registry)

@@ -49,11 +49,11 @@ def key_text(raw: bytes | None) -> str | None:
 class Outputs:
     """The worker's output topics, the dead-letter topic and the gauges that mirror them."""
 
-    def __init__(self, send: Send, settings: Settings, metrics: Exporter) -> None:
+    def __init__(self, send: Send, settings: Settings, exporter: Exporter) -> None:
         self._send = send
         self.settings = settings
         self.topics = settings.topics
-        self.metrics = metrics
+        self.exporter = exporter
         self.unconfirmed: list[Awaitable[Any]] = []
         """Acknowledgements of this batch's sends, not yet awaited (see `confirm`)."""
 
@@ -89,7 +89,9 @@ class Outputs:
         ack = await self.send(
             self.topics.grade_changes, key, change.model_dump_json().encode(), None
         )
-        self.metrics.grade_changes.labels(change.experiment_id, change.tier, change.direction).inc()
+        self.exporter.grade_changes.labels(
+            change.experiment_id, change.tier, change.direction
+        ).inc()
         return ack
 
     async def aggregate(self, agg: TierAggregate) -> None:
@@ -99,7 +101,7 @@ class Outputs:
         partition = partition_for(agg.experiment_id, self.settings.partitions)
         value = agg.model_dump_json().encode()
         await self.send(self.topics.aggregates, key, value, partition)
-        self.metrics.set_tier(agg, value)
+        self.exporter.set_tier(agg, value)
 
     async def retire_tier(self, experiment_id: str, tier: str) -> None:
         """A retired tier: a tombstone for its key on the aggregates topic (a compacted consumer
@@ -111,14 +113,14 @@ class Outputs:
     async def retire_experiment(self, experiment_id: str) -> None:
         """A retired experiment: a tombstone for its cross-tier report, and its gauges go."""
         await self.send(self.topics.cross_tier, experiment_id.encode(), None, None)
-        self.metrics.remove_experiment(experiment_id)
+        self.exporter.remove_experiment(experiment_id)
 
     async def report(self, report: CrossTierReport) -> None:
         """An experiment's cross-tier report, and its gauges."""
         key = report.experiment_id.encode()
         value = report.model_dump_json().encode()
         await self.send(self.topics.cross_tier, key, value, None)
-        self.metrics.set_experiment(report, value)
+        self.exporter.set_experiment(report, value)
 
     async def dead_letter(
         self,
@@ -139,7 +141,7 @@ class Outputs:
             plain = Rejection(rejection.reason, {"unserializable_detail": error_text(exc)})
             value = make_dead_letter(raw, plain, origin, payload_cap=cap).model_dump_json()
         await self.send(self.topics.dead_letter, cap_key(key), value.encode(), None)
-        self.metrics.rejected.labels(reason=rejection.reason).inc()
+        self.exporter.rejected.labels(reason=rejection.reason).inc()
         if rejection.reason in ("processing_error", "state_error"):
             log.warning(
                 "dead-lettered %s from %s[%s]@%s: %s",

@@ -16,7 +16,7 @@ import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self, cast
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -41,20 +41,14 @@ from stream_app.core.config import ONE_MIB, CoreConfig
 from stream_app.core.tier_state import MAX_ROW_BYTES
 from stream_app.errors import UserError
 from stream_app.ports import split_host_port
-from stream_app.service.aggregate_collector import DEFAULT_EXPORTED_STATISTICS, STATS
+from stream_app.service.exported_statistics import (
+    DEFAULT_EXPORTED_STATISTICS,
+    STATS,
+    TIER_FIELDS,
+    StatisticName,
+    TierField,
+)
 from stream_app.tools_dir import checkout_tools
-
-TierField = Literal[
-    "pass_rate",
-    "impl_rate",
-    "composite_score",
-    "cost_usd",
-    "duration_seconds",
-    "cost_of_pass",
-    "code_bleu",
-    "test_pass_rate",
-]
-StatisticName = Literal["median", "mean", "mode", "min", "max", "std_dev"]
 
 PRODUCER_MAX_REQUEST_BYTES: Final = 4 * ONE_MIB
 """The worker's producer request limit; every message it sends is far below it."""
@@ -196,7 +190,7 @@ class Settings(CoreConfig, BaseSettings):
         description="The largest message the brokers accept (Kafka: message.max.bytes).",
     )
     exported_statistics: Annotated[dict[TierField, tuple[StatisticName, ...]], NoDecode] = Field(
-        default_factory=lambda: cast(Any, dict(DEFAULT_EXPORTED_STATISTICS)),
+        default_factory=lambda: dict(DEFAULT_EXPORTED_STATISTICS),
         description="Which statistics of each field /metrics exports per tier (the series "
         'budget); a field left out exports none, "all" exports every one.',
     )
@@ -247,7 +241,7 @@ class Settings(CoreConfig, BaseSettings):
             except ValueError:
                 raise ValueError('give "all" or a JSON object of field: [statistics]') from None
         if isinstance(value, str) and value.strip() == "all":
-            return dict.fromkeys(DEFAULT_EXPORTED_STATISTICS, STATS)
+            return dict.fromkeys(TIER_FIELDS, STATS)
         return value
 
     @model_validator(mode="after")

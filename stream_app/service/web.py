@@ -29,7 +29,7 @@ class Health:
         return not rebalancing and all(t in self.recovered for t in self.tables)
 
 
-def install_pages(app: faust.App, health: Health, metrics: Exporter) -> None:
+def install_pages(app: faust.App, health: Health, exporter: Exporter) -> None:
     """Register the three pages on the Faust app's web server."""
 
     @app.page("/metrics")
@@ -38,7 +38,7 @@ def install_pages(app: faust.App, health: Health, metrics: Exporter) -> None:
         # event loop (`/healthz`, the agents) runs between two families.
         response = StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         await response.prepare(request)
-        for chunk in metrics.render_chunks():
+        for chunk in exporter.render_chunks():
             await response.write(chunk)
             await asyncio.sleep(0)
         await response.write_eof()

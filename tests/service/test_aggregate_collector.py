@@ -23,79 +23,79 @@ def replayed(n_tiers: int) -> tuple[list[TierAggregate], list[CrossTierReport]]:
     return report.tiers, report.cross_tier
 
 
-def series(metrics: Exporter, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    return {labels: v for (n, labels), v in samples(metrics).items() if n == name}
+def series(exporter: Exporter, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: v for (n, labels), v in samples(exporter).items() if n == name}
 
 
 def test_a_tier_has_its_statistics_grade_window_and_pass_at_k() -> None:
-    metrics = Exporter(__version__)
+    exporter = Exporter(__version__)
     [agg, *_] = replayed(1)[0]
-    metrics.set_tier(agg)
+    exporter.set_tier(agg)
     labels = (("experiment", "exp"), ("stat", "mean"), ("tier", "T0"))
-    assert series(metrics, "evalstream_tier_pass_rate") == {labels: agg.pass_rate.mean}
+    assert series(exporter, "evalstream_tier_pass_rate") == {labels: agg.pass_rate.mean}
     tier = (("experiment", "exp"), ("tier", "T0"))
-    assert series(metrics, "evalstream_tier_window_runs") == {tier: 3}
-    assert series(metrics, "evalstream_tier_grade_points")[tier] in (0, 1, 2, 3, 4)
-    assert set(series(metrics, "evalstream_tier_pass_at_k")) == {
+    assert series(exporter, "evalstream_tier_window_runs") == {tier: 3}
+    assert series(exporter, "evalstream_tier_grade_points")[tier] in (0, 1, 2, 3, 4)
+    assert set(series(exporter, "evalstream_tier_pass_at_k")) == {
         (*tier[:1], ("k", k), *tier[1:]) for k in agg.pass_at_k
     }
 
 
 def test_a_removed_tier_and_experiment_leave_no_series() -> None:
-    metrics = Exporter(__version__)
+    exporter = Exporter(__version__)
     tiers, [report] = replayed(2)
     for agg in tiers:
-        metrics.set_tier(agg)
-    metrics.set_experiment(report)
-    metrics.remove_tier("exp", "T0")
-    metrics.remove_experiment("exp")
-    names = {n for (n, labels) in samples(metrics) if ("tier", "T0") in labels}
+        exporter.set_tier(agg)
+    exporter.set_experiment(report)
+    exporter.remove_tier("exp", "T0")
+    exporter.remove_experiment("exp")
+    names = {n for (n, labels) in samples(exporter) if ("tier", "T0") in labels}
     assert not {n for n in names if n.startswith("evalstream_tier_")}
-    assert not series(metrics, "evalstream_experiment_cost_delta_usd")
-    assert series(metrics, "evalstream_tier_window_runs")  # T1 is still there
+    assert not series(exporter, "evalstream_experiment_cost_delta_usd")
+    assert series(exporter, "evalstream_tier_window_runs")  # T1 is still there
 
 
 def test_uplift_is_absent_where_undefined_and_present_where_finite() -> None:
-    metrics = Exporter(__version__)
+    exporter = Exporter(__version__)
     _, [report] = replayed(3)
-    metrics.set_experiment(report.model_copy(update={"tier_uplift": {"T1": math.inf, "T2": 0.5}}))
-    uplift = series(metrics, "evalstream_tier_uplift_ratio")
+    exporter.set_experiment(report.model_copy(update={"tier_uplift": {"T1": math.inf, "T2": 0.5}}))
+    uplift = series(exporter, "evalstream_tier_uplift_ratio")
     assert uplift == {(("experiment", "exp"), ("tier", "T2")): 0.5}
 
 
 def test_a_thousand_experiments_of_seven_tiers_all_render() -> None:
     """Every tier of 1,000 experiments is rendered (the benchmark prints how fast)."""
-    metrics = Exporter(__version__)
+    exporter = Exporter(__version__)
     [agg] = replayed(1)[0]
     for e in range(1000):
         for t in range(7):
-            metrics.set_tier(agg.model_copy(update={"experiment_id": f"e{e}", "tier": f"T{t}"}))
-    text = metrics.render()
+            exporter.set_tier(agg.model_copy(update={"experiment_id": f"e{e}", "tier": f"T{t}"}))
+    text = exporter.render()
     assert text.count(b'evalstream_tier_window_runs{experiment="e999"') == 7
     assert text.count(b"evalstream_tier_window_runs{") == 7000
 
 
 def test_the_consumer_lag_is_replaced_as_a_whole() -> None:
-    metrics = Exporter(__version__)
-    metrics.consumer_lag.replace({("run-completed", 0): 5, ("run-completed", 1): 0})
-    assert series(metrics, "evalstream_consumer_lag_messages") == {
+    exporter = Exporter(__version__)
+    exporter.consumer_lag.replace({("run-completed", 0): 5, ("run-completed", 1): 0})
+    assert series(exporter, "evalstream_consumer_lag_messages") == {
         (("partition", "0"), ("topic", "run-completed")): 5,
         (("partition", "1"), ("topic", "run-completed")): 0,
     }
-    metrics.consumer_lag.replace({})
-    assert not series(metrics, "evalstream_consumer_lag_messages")
+    exporter.consumer_lag.replace({})
+    assert not series(exporter, "evalstream_consumer_lag_messages")
 
 
-def tier_series(metrics: Exporter) -> dict[str, int]:
+def tier_series(exporter: Exporter) -> dict[str, int]:
     """Series per family that carry a tier label."""
     counts: dict[str, int] = {}
-    for name, labels in samples(metrics):
+    for name, labels in samples(exporter):
         if ("tier", "T1") in labels:
             counts[name] = counts.get(name, 0) + 1
     return counts
 
 
-def full_experiment(metrics: Exporter) -> None:
+def full_experiment(exporter: Exporter) -> None:
     lines = [
         encode(make_event(run_id=f"{t}-{i}", experiment_id="exp", tier=f"T{t}", passed=i % 3 > 0))
         for t in range(2)
@@ -103,17 +103,17 @@ def full_experiment(metrics: Exporter) -> None:
     ]
     report = replay_lines(lines, load_settings())
     for agg in report.tiers:
-        metrics.set_tier(agg)
-    metrics.set_experiment(report.cross_tier[0])
+        exporter.set_tier(agg)
+    exporter.set_experiment(report.cross_tier[0])
 
 
 def test_the_series_budget_of_a_tier_by_default() -> None:
     """The figure docs/operations.md gives: 23 series per tier (with a full window, past the
     drop detectors' warm-up, before any grade change), plus one per grade-change direction,
     plus 4 per experiment."""
-    metrics = Exporter(__version__)
-    full_experiment(metrics)
-    counts = tier_series(metrics)
+    exporter = Exporter(__version__)
+    full_experiment(exporter)
+    counts = tier_series(exporter)
     assert counts == {
         "evalstream_tier_pass_rate": 1,
         "evalstream_tier_impl_rate": 1,
@@ -133,24 +133,24 @@ def test_the_series_budget_of_a_tier_by_default() -> None:
         "evalstream_tier_pass_rate_difference": 3,
     }
     assert sum(counts.values()) == 23
-    experiment = [n for n, labels in samples(metrics) if labels == (("experiment", "exp"),)]
+    experiment = [n for n, labels in samples(exporter) if labels == (("experiment", "exp"),)]
     assert len(experiment) == 4
 
 
 def test_all_statistics_can_be_selected() -> None:
     settings = load_settings(exported_statistics="all")
-    metrics = Exporter(__version__, settings.exported_statistics)
-    full_experiment(metrics)
-    counts = tier_series(metrics)
+    exporter = Exporter(__version__, settings.exported_statistics)
+    full_experiment(exporter)
+    counts = tier_series(exporter)
     assert counts["evalstream_tier_pass_rate"] == 6
     assert sum(counts.values()) == 23 + 6 * 5
     chosen = load_settings(exported_statistics={"cost_usd": ["min", "max"]})
-    metrics = Exporter(__version__, chosen.exported_statistics)
-    full_experiment(metrics)
+    exporter = Exporter(__version__, chosen.exported_statistics)
+    full_experiment(exporter)
     ends = ("_rate", "_usd", "_score", "_seconds")
-    stats = [n for n in tier_series(metrics) if n.endswith(ends) and "cumulative" not in n]
+    stats = [n for n in tier_series(exporter) if n.endswith(ends) and "cumulative" not in n]
     assert stats == ["evalstream_tier_cost_usd"]
-    assert tier_series(metrics)["evalstream_tier_cost_usd"] == 2
+    assert tier_series(exporter)["evalstream_tier_cost_usd"] == 2
 
 
 def test_an_unknown_statistic_or_field_is_a_configuration_error() -> None:
@@ -160,15 +160,15 @@ def test_an_unknown_statistic_or_field_is_a_configuration_error() -> None:
 
 
 def test_drop_evidence_is_absent_while_a_tier_warms_up() -> None:
-    metrics = Exporter(__version__)
+    exporter = Exporter(__version__)
     [agg] = replayed(1)[0]
     assert not agg.drop.monitoring
-    metrics.set_tier(agg)
-    assert not series(metrics, "evalstream_tier_drop_evidence_ratio")
-    assert series(metrics, "evalstream_tier_dropped") == {
+    exporter.set_tier(agg)
+    assert not series(exporter, "evalstream_tier_drop_evidence_ratio")
+    assert series(exporter, "evalstream_tier_dropped") == {
         (("experiment", "exp"), ("tier", "T0")): 0
     }
-    bounds = series(metrics, "evalstream_tier_cumulative_pass_rate")
+    bounds = series(exporter, "evalstream_tier_cumulative_pass_rate")
     tier = (("experiment", "exp"), ("tier", "T0"))
     assert {labels[0][1]: v for labels, v in bounds.items()} == {
         "estimate": agg.cumulative.pass_rate,

@@ -15,9 +15,9 @@ SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 
 
 def make_stage() -> tuple[CrossTierStage, Table, Sends]:
-    config, sends, metrics, _ = wiring()
+    config, sends, exporter, _ = wiring()
     table = Table(sends)
-    stage = CrossTierStage(table, CHANGELOG, config, Outputs(sends, config, metrics), metrics)
+    stage = CrossTierStage(table, CHANGELOG, config, Outputs(sends, config, exporter), exporter)
     return stage, table, sends
 
 
@@ -54,7 +54,7 @@ async def test_recovery_and_revoke_touch_only_their_partitions() -> None:
     stage.on_revoked(owned)
     left = {
         dict(labels)["experiment"]
-        for (name, labels) in samples(stage.metrics)
+        for (name, labels) in samples(stage.exporter)
         if name == "evalstream_experiment_cost_delta_usd"
     }
     assert left == {e for e in experiments if partition_for(e, 4) not in owned}
@@ -101,7 +101,7 @@ async def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experim
     assert experiment.encode() not in table
     assert not [
         labels
-        for (name, labels) in samples(stage.metrics)
+        for (name, labels) in samples(stage.exporter)
         if dict(labels).get("experiment") == experiment
     ]
     others = {r.experiment_id for r in report.cross_tier} - {experiment}

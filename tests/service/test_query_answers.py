@@ -15,12 +15,12 @@ SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 
 def published() -> tuple[QueryAnswers, Exporter, ReplayReport]:
     report = replay_lines(SAMPLE, load_settings())
-    metrics = Exporter(__version__)
+    exporter = Exporter(__version__)
     for agg in report.tiers:
-        metrics.set_tier(agg, agg.model_dump_json().encode())
+        exporter.set_tier(agg, agg.model_dump_json().encode())
     for cross in report.cross_tier:
-        metrics.set_experiment(cross, cross.model_dump_json().encode())
-    return QueryAnswers(metrics.aggregates), metrics, report
+        exporter.set_experiment(cross, cross.model_dump_json().encode())
+    return QueryAnswers(exporter.aggregates), exporter, report
 
 
 def test_an_experiment_is_answered_exactly_as_published() -> None:
@@ -39,7 +39,7 @@ def test_an_experiment_is_answered_exactly_as_published() -> None:
 
 
 def test_the_list_summarises_every_experiment_by_id_and_numeric_tier() -> None:
-    answers, metrics, report = published()
+    answers, exporter, report = published()
     summaries = answers.summaries()
     assert [s.experiment_id for s in summaries] == sorted({a.experiment_id for a in report.tiers})
     for s in summaries:
@@ -48,5 +48,5 @@ def test_the_list_summarises_every_experiment_by_id_and_numeric_tier() -> None:
             (a.tier, a.grade, a.runs) for a in tiers
         ]
         assert s.last_update == max(a.latest_completed_at for a in tiers)
-    metrics.remove_tier(summaries[0].experiment_id, summaries[0].tiers[0].tier)
+    exporter.remove_tier(summaries[0].experiment_id, summaries[0].tiers[0].tier)
     assert len(answers.summaries()[0].tiers) == len(summaries[0].tiers) - 1

@@ -1,7 +1,12 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from schemas.aggregates import Statistics
+from stream_app.service.aggregate_collector import OPTIONAL_STATS, TIER_STATS, AggregateCollector
+from stream_app.service.exported_statistics import STATS
 from stream_app.service.settings import ConfigError, load_settings
 
 
@@ -121,6 +126,27 @@ def test_exported_statistics_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("EVALSTREAM_EXPORTED_STATISTICS", "everything")
     with pytest.raises(ConfigError, match="exported_statistics"):
         load_settings()
+
+
+def test_loading_the_settings_imports_neither_prometheus_client_nor_faust() -> None:
+    probe = (
+        "import sys, stream_app.service.settings\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'prometheus_client', 'faust'}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_settings_and_the_collector_name_the_same_fields_and_statistics() -> None:
+    """Every field the settings accept has its gauge family, every statistic is one of
+    `Statistics`, and the settings' default is the collector's."""
+    everything = load_settings(exported_statistics="all").exported_statistics
+    assert set(everything) == {*TIER_STATS, *OPTIONAL_STATS}
+    assert all(chosen == STATS for chosen in everything.values())
+    assert set(STATS) == set(Statistics.model_fields) - {"count"}
+    assert load_settings().exported_statistics == AggregateCollector().exported
 
 
 def test_an_undecodable_variable_is_one_line_that_names_no_file(

@@ -14,8 +14,8 @@ from tests.stage_doubles import Wiring, records, samples
 async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered(
     stage_wiring: Callable[..., Wiring],
 ) -> None:
-    config, sends, metrics, outputs = stage_wiring()
-    stage = ValidateStage(config, outputs, metrics)
+    config, sends, exporter, outputs = stage_wiring()
+    stage = ValidateStage(config, outputs, exporter)
     batch = records(
         config.topics.input,
         [encode(make_event(run_id="a")), b"not json", encode(make_event(run_id="b", tier="T2"))],
@@ -37,7 +37,7 @@ async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered(
         "file": None,
         "line": None,
     }
-    m = samples(metrics)
+    m = samples(exporter)
     assert m[("evalstream_runs_received_total", ())] == 3
     assert m[("evalstream_runs_rejected_total", (("reason", "invalid_json"),))] == 1
 
@@ -45,8 +45,8 @@ async def test_valid_runs_are_forwarded_by_tier_and_bad_ones_dead_lettered(
 async def test_a_batch_goes_out_as_one_bundle_per_target_partition_in_input_order(
     stage_wiring: Callable[..., Wiring],
 ) -> None:
-    config, sends, metrics, outputs = stage_wiring()
-    stage = ValidateStage(config, outputs, metrics)
+    config, sends, exporter, outputs = stage_wiring()
+    stage = ValidateStage(config, outputs, exporter)
     events = [
         encode(make_event(run_id=f"r{i}", experiment_id=f"e{i % 9}", tier=f"T{i % 7}"))
         for i in range(70)
@@ -70,10 +70,10 @@ async def test_a_batch_goes_out_as_one_bundle_per_target_partition_in_input_orde
 async def test_bundles_stay_below_the_broker_message_limit(
     stage_wiring: Callable[..., Wiring],
 ) -> None:
-    config, sends, metrics, outputs = stage_wiring(
+    config, sends, exporter, outputs = stage_wiring(
         broker_max_message_bytes=64 * 1024, dead_letter_cap=16 * 1024
     )
-    stage = ValidateStage(config, outputs, metrics)
+    stage = ValidateStage(config, outputs, exporter)
     events = [encode(make_event(run_id=f"r{i:04d}", tier="T1")) for i in range(1000)]
     await stage.handle(records(config.topics.input, events))
     values = [v for t, _, v, _ in sends.sent if t == config.topics.runs_by_tier]

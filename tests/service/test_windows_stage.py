@@ -50,10 +50,10 @@ def untimed(table: dict[bytes, bytes]) -> dict[bytes, Any]:
 
 
 def stage_with(sends: Sends | None = None, **overrides: Any) -> tuple[WindowsStage, Sends, Table]:
-    config, default_sends, metrics, _ = wiring(**overrides)
+    config, default_sends, exporter, _ = wiring(**overrides)
     sends = sends or default_sends
     table = Table(sends)
-    stage = WindowsStage(table, CHANGELOG, config, Outputs(sends, config, metrics), metrics)
+    stage = WindowsStage(table, CHANGELOG, config, Outputs(sends, config, exporter), exporter)
     return stage, sends, table
 
 
@@ -76,7 +76,7 @@ async def test_a_batch_writes_each_key_once_and_publishes_its_last_aggregate() -
     for key, raw in table.items():
         state = TierState.from_json(*key.decode().split("/"), config.window_size, raw)
         assert state.aggregate(config) == expected[key.decode()]
-    m = samples(stage.metrics)
+    m = samples(stage.exporter)
     assert m[("evalstream_runs_accepted_total", ())] == 3  # 2 to T1, 1 to T2
     assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == 1
 
@@ -138,7 +138,7 @@ async def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> No
     assert b"exp/T9" not in table
     assert sends.tombstones(config.topics.aggregates) == [b"exp/T9"]  # its aggregate withdrawn
     assert [a["tier"] for a in sends.to(config.topics.aggregates)] == ["T1"]
-    m = samples(stage.metrics)
+    m = samples(stage.exporter)
     assert m[("evalstream_state_quarantined_total", (("table", "tier-windows"),))] == 1
 
 
@@ -147,11 +147,11 @@ async def test_a_quarantined_tier_loses_its_gauges() -> None:
     config = stage.settings
     await stage.handle(forwarded(config, run(1, tier="T3")))
     runs = ("evalstream_tier_window_runs", (("experiment", "exp"), ("tier", "T3")))
-    assert samples(stage.metrics)[runs] == 1
+    assert samples(stage.exporter)[runs] == 1
     table[b"exp/T3"] = b'{"v":1,"window":"no","grade":null}'
     stage.drop_cache()
     await stage.on_recover({0, 1, 2, 3})
-    assert runs not in samples(stage.metrics)
+    assert runs not in samples(stage.exporter)
 
 
 async def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
@@ -163,7 +163,7 @@ async def test_revoke_drops_the_gauges_of_lost_partitions_only() -> None:
     stage.on_revoked(lost)
     left = {
         (dict(labels)["experiment"], dict(labels)["tier"])
-        for (name, labels) in samples(stage.metrics)
+        for (name, labels) in samples(stage.exporter)
         if name == "evalstream_tier_grade_points"
     }
     assert left == {(e, t) for e, t in keys if partition_for(e, 4) not in lost}
@@ -184,7 +184,7 @@ async def test_the_cache_is_dropped_when_a_batch_fails() -> None:
     sends.fail_on = None
     # Replayed from the table (written before the failed send), the run is a duplicate.
     await stage.handle(forwarded(config, run(2)))
-    m = samples(stage.metrics)
+    m = samples(stage.exporter)
     assert m[("evalstream_runs_ignored_total", (("reason", "duplicate"),))] == 1
 
 
@@ -223,7 +223,7 @@ async def test_run_age_and_accepted_count_only_the_runs_added() -> None:
     stage, _, _ = stage_with()
     config = stage.settings
     await stage.handle(forwarded(config, run(1), run(1), run(2)))  # one duplicate
-    m = samples(stage.metrics)
+    m = samples(stage.exporter)
     assert m[("evalstream_run_age_seconds_count", ())] == 2
     assert m[("evalstream_runs_accepted_total", ())] == 2
 
@@ -327,7 +327,7 @@ async def test_an_idle_experiment_retires_with_tombstones_acknowledged_before_th
     assert all(pending == 0 for _, pending in table.deletes)
     assert not table
     assert not stage.cache
-    m = samples(stage.metrics)
+    m = samples(stage.exporter)
     assert not [name for name, _ in m if name.startswith("evalstream_tier_")]
     assert m[("evalstream_experiments_retired_total", ())] == 2
     assert m[("evalstream_experiments", ())] == 0
@@ -446,4 +446,4 @@ async def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recover
     assert set(table) == {b"exp/T1", b"exp/T3"}  # not deleted…
     assert republished == 2  # …and re-published after the tombstones, by recovery
     assert [t for t, _, v, _ in sends.sent if t == config.topics.aggregates and v is not None]
-    assert samples(stage.metrics)[("evalstream_experiments_retired_total", ())] == 0
+    assert samples(stage.exporter)[("evalstream_experiments_retired_total", ())] == 0

@@ -92,4 +92,4 @@ class CrossTierStage(TableStage[ExperimentTiers]):
 
     def forget(self, key: str, raw: bytes) -> None:
         """A lost experiment's gauges go."""
-        self.metrics.remove_experiment(key)
+        self.exporter.remove_experiment(key)

@@ -70,13 +70,13 @@ class TableStage(Generic[S]):
         changelog: str,
         settings: Settings,
         outputs: Outputs,
-        metrics: Exporter,
+        exporter: Exporter,
     ) -> None:
         self.table = table
         self.changelog = changelog
         self.settings = settings
         self.outputs = outputs
-        self.metrics = metrics
+        self.exporter = exporter
         self.cache: StateCache[S] = StateCache(settings.state_cache_keys)
         """Decoded states of the keys this worker handled last, so a batch does not re-read the
         table; the table stays the truth: dropped on rebalance and whenever a batch fails."""
@@ -156,7 +156,7 @@ class TableStage(Generic[S]):
             self.changelog,
             key=key,
         )
-        self.metrics.quarantined.labels(table=self.table_name).inc()
+        self.exporter.quarantined.labels(table=self.table_name).inc()
         await self.retract(key.decode(errors="replace"))  # else its outputs and gauges stay
         await self.outputs.confirm()
         await self.table.delete(key)

@@ -18,15 +18,15 @@ class ValidateStage:
 
     name: Final = "validate"
 
-    def __init__(self, settings: Settings, outputs: Outputs, metrics: Exporter) -> None:
+    def __init__(self, settings: Settings, outputs: Outputs, exporter: Exporter) -> None:
         self.settings = settings
         self.outputs = outputs
-        self.metrics = metrics
+        self.exporter = exporter
 
     async def handle(self, batch: Sequence[Record]) -> int:
         """One batch; an event's problem is its own dead letter, never the batch's. The accepted
         runs go out as one bundle per target partition (`schemas.run_bundle`), in input order."""
-        self.metrics.received.inc(len(batch))
+        self.exporter.received.inc(len(batch))
         by_partition: dict[int, list[bytes]] = {}
         partitions = self.settings.partitions
         for record in batch:

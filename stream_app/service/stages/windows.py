@@ -117,7 +117,7 @@ class WindowsStage(TableStage[TierState]):
         for key, steps in folded.steps.items():
             for index, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
-                    self.metrics.ignored.labels(reason=step.outcome.value).inc()
+                    self.exporter.ignored.labels(reason=step.outcome.value).inc()
                     continue
                 added.setdefault(key, []).append(runs[index][1].completed_at_us)
                 if step.grade_change is not None:
@@ -138,11 +138,11 @@ class WindowsStage(TableStage[TierState]):
             self.cache[key_bytes] = state
             self.idle.touch(state.experiment_id, now_us)
             completed = added.get(key, [])
-            self.metrics.accepted.inc(len(completed))
+            self.exporter.accepted.inc(len(completed))
             for at_us in completed:
-                self.metrics.run_age.observe(max(now_us - at_us, 0) / 1e6)
+                self.exporter.run_age.observe(max(now_us - at_us, 0) / 1e6)
             await self.outputs.aggregate(folded.results[key])
-        self.metrics.experiments.set(len(self.idle.last))
+        self.exporter.experiments.set(len(self.idle.last))
         return events
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
@@ -157,12 +157,12 @@ class WindowsStage(TableStage[TierState]):
         """Re-publish the owned keys and track their experiments afresh."""
         self.idle.clear()
         count = await super()._recover(owned)
-        self.metrics.experiments.set(len(self.idle.last))
+        self.exporter.experiments.set(len(self.idle.last))
         return count
 
     def forget(self, key: str, raw: bytes) -> None:
         """A lost tier's gauges go."""
-        self.metrics.remove_tier(*split_tier_key(key))
+        self.exporter.remove_tier(*split_tier_key(key))
 
     def on_revoked(self, lost: set[int]) -> None:
         """The lost partitions' experiments are no longer this worker's to retire."""
@@ -170,14 +170,14 @@ class WindowsStage(TableStage[TierState]):
         n = self.settings.partitions
         for experiment in [e for e in self.idle.last if partition_for(e, n) in lost]:
             self.idle.forget(experiment)
-        self.metrics.experiments.set(len(self.idle.last))
+        self.exporter.experiments.set(len(self.idle.last))
 
     async def retract(self, key: str) -> None:
         """A quarantined tier: a tombstone for its aggregate (the cross-tier stage drops the
         tier), and its gauges go. Its experiment stays tracked by its other tiers."""
         experiment_id, tier = split_tier_key(key)
         await self.outputs.retire_tier(experiment_id, tier)
-        self.metrics.remove_tier(experiment_id, tier)
+        self.exporter.remove_tier(experiment_id, tier)
 
     async def retire_idle(self, now_us: int) -> list[str]:
         """Retire every owned experiment idle for longer than the TTL (the timer's check; a
@@ -185,7 +185,7 @@ class WindowsStage(TableStage[TierState]):
         the retired experiments."""
         async with self.lock:
             retired = [] if self.lagging() else await self._retire(now_us)
-            self.metrics.experiments.set(len(self.idle.last))
+            self.exporter.experiments.set(len(self.idle.last))
             return retired
 
     async def _retire(self, now_us: int) -> list[str]:
@@ -211,7 +211,7 @@ class WindowsStage(TableStage[TierState]):
         for key in keys:
             await self.table.delete(key)
             self.cache.pop(key, None)
-            self.metrics.remove_tier(*split_tier_key(key.decode()))
+            self.exporter.remove_tier(*split_tier_key(key.decode()))
         await self.outputs.confirm()
-        self.metrics.retired.inc(len(retiring))
+        self.exporter.retired.inc(len(retiring))
         return sorted(retiring)
