@@ -22,10 +22,12 @@ needs which of these).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, cast
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol, cast
 
 import aiokafka
+import faust
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
@@ -34,9 +36,14 @@ from mode.services import WaitArgT, WaitResults
 
 from stream_app.service.high_watermarks import fetch_high_watermarks
 from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.settings import Settings
 
-if TYPE_CHECKING:
-    from stream_app.service.faust_app import EvalstreamApp
+
+class SettingsCarrier(Protocol):
+    """What this transport needs of its app: evalstream's settings (`faust_app.EvalstreamApp`
+    carries them; naming the protocol, not the app, keeps the two modules out of a cycle)."""
+
+    settings: Settings
 
 
 class ConsumerThread(driver.AIOKafkaConsumerThread):
@@ -44,9 +51,9 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
     wait. Its settings are its app's."""
 
     @property
-    def evalstream(self) -> EvalstreamApp:
+    def evalstream(self) -> SettingsCarrier:
         """The app, typed as the one this thread belongs to."""
-        return cast("EvalstreamApp", self.app)
+        return cast(SettingsCarrier, self.app)
 
     def _create_worker_consumer(self, transport: driver.Transport) -> aiokafka.AIOKafkaConsumer:
         """Faust's worker consumer, built with the fetch wait of the settings when one is set:
@@ -136,7 +143,7 @@ class Consumer(driver.Consumer):
         suspend_flow.wait())`, so that a rebalance can interrupt a delivery blocked on a full
         stream buffer: four tasks, an `asyncio.wait` and three cancellations per message, more
         time than validating the run. Nearly always the delivery finishes without suspending
-        (the buffer has room) and then costs no task at all; when it does suspend, it goes on
+        (the buffer has room) and then schedules no task; when it does suspend, it goes on
         under Faust's own `wait_first`, interruptible as before; so does every delivery while
         the flow is suspended."""
         if len(coros) != 2 or timeout is not None or not asyncio.iscoroutine(coros[0]):
@@ -144,17 +151,15 @@ class Consumer(driver.Consumer):
         delivery, interrupt = cast(Coroutine[Any, None, Any], coros[0]), coros[1]
         if self.suspend_flow.is_set() or self.should_stop:
             return await super().wait_first(delivery, interrupt)
-        # Nothing on Faust's delivery path reads the current task before it first suspends
-        # (its `wait_for` makes a task of its own on Python 3.11, the version this runs on).
         try:
-            pending = delivery.send(None)
-        except StopIteration:
-            _close(interrupt)
-            return WaitResults(done=[], results=[], stopped=False)
+            rest = _run_until_it_suspends(delivery)
         except BaseException:
             _close(interrupt)
             raise
-        return await super().wait_first(_Resumed(delivery, pending), interrupt)
+        if rest is None:
+            _close(interrupt)
+            return WaitResults(done=[], results=[], stopped=False)
+        return await super().wait_first(rest, interrupt)
 
     def lag(self, topics: set[str]) -> dict[tuple[str, int], int]:
         """Messages behind the fetch high watermark, per assigned partition of `topics`: from
@@ -174,6 +179,35 @@ class Consumer(driver.Consumer):
             lag = highwater - next_offset if next_offset is not None else highwater
             lags[(tp.topic, tp.partition)] = max(lag, 0)
         return lags
+
+
+if sys.version_info >= (3, 12):
+
+    def _run_until_it_suspends(coro: Coroutine[Any, None, Any]) -> Awaitable[Any] | None:
+        """Run `coro` up to its first suspension; None when it finished, else what goes on.
+
+        An eager task (3.12+): it runs at once, as the current task, so that what the
+        delivery binds to its task (`wait_for`'s timeout since 3.12) is bound to its own, and
+        it is scheduled only if it suspends."""
+        task = asyncio.Task(coro, loop=asyncio.get_running_loop(), eager_start=True)
+        if not task.done():
+            return task
+        task.result()  # its error, if it raised
+        return None
+
+else:
+
+    def _run_until_it_suspends(coro: Coroutine[Any, None, Any]) -> Awaitable[Any] | None:
+        """Run `coro` up to its first suspension; None when it finished, else what goes on.
+
+        3.11 has no eager tasks: the first step runs in the fetcher's task, which is sound
+        because nothing on Faust's delivery path binds the current task there (3.11's
+        `wait_for` makes a task of its own); the rest runs as a task (`_Resumed`)."""
+        try:
+            pending = coro.send(None)
+        except StopIteration:
+            return None
+        return _Resumed(coro, pending)
 
 
 def _close(awaitable: WaitArgT) -> None:
@@ -214,7 +248,7 @@ class Transport(driver.Transport):
     Consumer = Consumer
 
 
-def transport_for(app: EvalstreamApp) -> TransportT:
+def transport_for(app: faust.App) -> TransportT:
     """The consumer transport of `app`, for its broker URLs (Faust's own producer transport is
     left as it is)."""
     return Transport(app.conf.broker_consumer, app)

@@ -1,7 +1,8 @@
 """Eager delivery: Faust's fetcher hands a message to its stream through the consumer's
 `wait_first(delivery, suspend_flow.wait())`. evalstream's consumer runs a delivery that does not
-suspend without a task; one that does goes on under Faust's own `wait_first` and can still be
-interrupted by a suspended flow. Driven on the real consumer of evalstream's app (not started)."""
+suspend without scheduling a task; one that does goes on under Faust's own `wait_first` and can
+still be interrupted by a suspended flow. Driven on the real consumer of evalstream's app (not
+started), on every supported Python (3.12 changed how `wait_for` binds to the current task)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def consumer() -> Consumer:
     return made
 
 
-async def test_a_delivery_that_does_not_suspend_creates_no_task() -> None:
+async def test_a_delivery_that_does_not_suspend_schedules_no_task() -> None:
     delivered = []
     subject = consumer()
 
@@ -88,3 +89,25 @@ async def test_an_error_in_the_delivery_reaches_the_fetcher() -> None:
 
     with pytest.raises(KeyError, match="no stream"):
         await subject.wait_first(deliver(), subject.suspend_flow.wait())
+
+
+async def test_a_delivery_timing_out_on_its_own_wait_for_leaves_the_fetcher_running() -> None:
+    """Faust's delivery can wait with `asyncio.wait_for` (a full producer buffer). Since 3.12 that
+    timeout cancels the task current when it started: that must be the delivery's, never the
+    fetcher's, or one slow flush stops the worker's fetching."""
+    subject = consumer()
+    outcome: list[str] = []
+
+    async def deliver() -> None:
+        try:
+            await asyncio.wait_for(asyncio.Event().wait(), timeout=0.05)
+        except TimeoutError:
+            outcome.append("timed out")
+
+    async def fetcher() -> str:
+        await subject.wait_first(deliver(), subject.suspend_flow.wait())
+        await asyncio.sleep(0.1)  # a cancellation aimed at the fetcher would land here
+        return "fetching"
+
+    assert await asyncio.wait_for(fetcher(), timeout=5) == "fetching"
+    assert outcome == ["timed out"]
