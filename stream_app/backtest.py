@@ -61,8 +61,8 @@ class SubtestStreaks:
         )
         if not streaky:
             return []
-        runs = sum(self.runs[k] for k in streaky)
-        streak = runs / max(runs - sum(self.repeats.get(k, 0) for k in streaky), 1)
+        runs = sum(self.runs[k] for k in streaky)  # ints
+        streak = runs / max(runs - sum(self.repeats.get(k, 0) for k in streaky), 1)  # ints
         example = "/".join(streaky[0])
         return [
             f"in {len(streaky)} tier(s) (e.g. {example}) runs of the same subtest come back to "

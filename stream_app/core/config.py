@@ -47,7 +47,10 @@ class CodeBleuConfig(BaseModel):
     def _four_nonnegative(cls, value: dict[str, float]) -> dict[str, float]:
         if set(value) != set(DEFAULT_CODE_BLEU_WEIGHTS):
             raise ValueError(f"code_bleu.weights needs exactly {sorted(DEFAULT_CODE_BLEU_WEIGHTS)}")
-        if any(not math.isfinite(v) or v < 0 for v in value.values()) or sum(value.values()) <= 0:
+        if (
+            any(not math.isfinite(v) or v < 0 for v in value.values())
+            or math.fsum(value.values()) <= 0
+        ):
             raise ValueError("code_bleu.weights must be >= 0 with a positive sum")
         return value
 

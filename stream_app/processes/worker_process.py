@@ -9,6 +9,7 @@ it and whatever it spawned, nothing else.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import subprocess
@@ -52,7 +53,7 @@ def scrape_metrics(url: str, timeout: float = 5.0) -> Samples:
 def metric_total(samples: Samples, name: str, **labels: str) -> float:
     """Sum a sample over the label sets that include `labels`, so callers need not spell all."""
     wanted = set(labels.items())
-    return sum(
+    return math.fsum(
         value for (sample, keys), value in samples.items() if sample == name and wanted <= set(keys)
     )
 

@@ -139,7 +139,7 @@ class Scanner:
                 counts.skipped += 1
             elif status is Status.WAITING:
                 counts.waiting += 1
-        counts.skipped_experiments = sum(e.problem is not None for e in self._experiments.values())
+        counts.skipped_experiments = sum(1 for e in self._experiments.values() if e.problem)
         return counts
 
     def next_retry(self) -> float | None:

@@ -15,6 +15,7 @@ match runs on tree-sitter's concrete syntax tree. docs/code-quality.md has the d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Final
 
@@ -57,10 +58,10 @@ def calculate_code_bleu(
         "dataflow": calculate_dataflow_match(candidate, reference) if python else None,
     }
     available = {k: v for k, v in components.items() if v is not None and w[k] > 0}
-    total_weight = sum(w[k] for k in available)
+    total_weight = math.fsum(w[k] for k in available)
     if total_weight == 0:
         raise ValueError("no component with a positive weight is defined for this pair")
-    score = sum(w[k] * v for k, v in available.items()) / total_weight
+    score = math.fsum(w[k] * v for k, v in available.items()) / total_weight
     ngram, weighted = components["ngram"], components["weighted_ngram"]
     assert ngram is not None
     assert weighted is not None

@@ -100,7 +100,7 @@ def calculate_ast_match(candidate: str, reference: str) -> float | None:
     if pair is None:
         return None
     cand, ref = pair
-    total = sum(ref.values())
+    total = sum(ref.values())  # ints
     if total == 0:
         return None
-    return sum(min(count, cand[shape]) for shape, count in ref.items()) / total
+    return sum(min(count, cand[shape]) for shape, count in ref.items()) / total  # ints

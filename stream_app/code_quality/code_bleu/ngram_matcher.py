@@ -84,8 +84,8 @@ def bleu(
             matched = math.fsum(w(g) * min(c, ref[g]) for g, c in cand.items())
             total = math.fsum(w(g) * c for g, c in cand.items())
         else:
-            matched = float(sum(min(c, ref[g]) for g, c in cand.items()))
-            total = float(sum(cand.values()))
+            matched = float(sum(min(c, ref[g]) for g, c in cand.items()))  # ints
+            total = float(sum(cand.values()))  # ints
         if n == 1 and matched == 0:
             return 0.0  # nothing in common
         # Orders never exceed the candidate's length, so `total` counts at least one n-gram.
