@@ -3,9 +3,12 @@ hostile or broken behaviour becomes a recorded error for its test case."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -150,21 +153,54 @@ def test_one_bad_case_does_not_spoil_the_others() -> None:
     assert "timeout" in m.errors[0]["error"]
 
 
+def descendants(pid: int) -> set[int]:
+    """Every living process below `pid`, from the parent links in /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+@contextlib.contextmanager
+def adopting_orphans() -> Iterator[None]:
+    """Make this process the child subreaper of what it starts: an orphaned descendant is
+    reparented here, not to init, so `descendants` still finds it (other test runs' sandboxes on
+    the machine are not ours to count)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_child_subreaper = 36
+    assert prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())
+    try:
+        yield
+    finally:
+        prctl(pr_set_child_subreaper, 0, 0, 0, 0)
+
+
 @pytest.mark.usefixtures("sandboxed")
 def test_timed_out_code_leaves_no_process_behind() -> None:
     source = "def solve(x):\n    import os, time\n    while True:\n        time.sleep(0.01)\n"
-    before = {p for p in os.listdir("/proc") if p.isdigit()}
-    m = evaluate_source(source, REFERENCE, "solve", CASES[:1], timeout_s=0.5)
-    assert "timeout" in m.errors[0]["error"]
-    time.sleep(0.2)
-    after = {p for p in os.listdir("/proc") if p.isdigit()}
-    for pid in after - before:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        assert b"def supervise(" not in cmdline  # the runner
-        assert b"bwrap" not in cmdline
+    with adopting_orphans():
+        before = descendants(os.getpid())
+        m = evaluate_source(source, REFERENCE, "solve", CASES[:1], timeout_s=0.5)
+        assert "timeout" in m.errors[0]["error"]
+        time.sleep(0.2)
+        left = descendants(os.getpid()) - before
+        for pid in left:
+            with contextlib.suppress(OSError):
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                assert b"def supervise(" not in cmdline  # the runner
+                assert b"bwrap" not in cmdline
 
 
 @pytest.mark.usefixtures("sandboxed")
