@@ -3,16 +3,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-DATA   ?= ../shared/data/scylla-runs.jsonl
+DATA   ?= stream_app/data/scylla-runs.jsonl
+# The supported CPythons: pyproject.toml's classifiers, the one list.
+PYTHONS := $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo observe replay test test-fast tools bench simulate lint format schemas clean
+.PHONY: help install demo observe replay test test-fast test-pythons tools bench simulate lint format schemas clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(BIN)/python:
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
+	@$(PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(None if v in "$(PYTHONS)".split() else f"evalstream supports CPython $(PYTHONS); $(PYTHON) is {v}: make PYTHON=python3.X")'
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
@@ -29,19 +31,20 @@ observe: $(STAMP) ## Prometheus + Alertmanager on loopback against the local wor
 	@scripts/install-prometheus.sh >/dev/null
 	$(BIN)/stream-app observe $(OBSERVE_ARGS)
 
-replay: $(STAMP) ## replay DATA=file.jsonl (default: the shared real runs)
+replay: $(STAMP) ## replay DATA=file.jsonl (default: the bundled real runs)
 	$(BIN)/stream-app replay $(DATA)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, JSON Schemas, dashboards and scenario alert tests current
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict for each supported Python, JSON Schemas, dashboards and alert tests current
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy stream_app schemas grafana/generate.py prometheus/generate_tests.py
+	@for v in $(PYTHONS); do echo "mypy --python-version $$v"; \
+		$(BIN)/mypy --python-version $$v stream_app schemas grafana/generate.py prometheus/generate_tests.py || exit 1; done
 	$(BIN)/python -m schemas.export --check
 	$(BIN)/python grafana/generate.py --check
 	$(BIN)/python prometheus/generate_tests.py --check
 
-test: lint tools ## the whole suite: lint, then pytest (unit, property and integration tests)
-	$(BIN)/pytest
+test: lint tools ## the whole suite: lint, then every test on .venv's Python and the unit and property tests on the other supported ones
+	scripts/test-suite.sh
 
 tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into .tools/ (tests skip without them)
 	-@scripts/install-kafka.sh
@@ -50,6 +53,9 @@ tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into
 
 test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
 	$(BIN)/pytest -m "not integration"
+
+test-pythons: $(STAMP) ## unit and property tests on every other supported CPython found (python3.X or pyenv), each in .venv-3.X
+	scripts/test-pythons.sh
 
 bench: $(STAMP) ## the benchmark on Apache Kafka (minutes; BENCH_ARGS="--broker tansu" for Tansu; writes BENCHMARKS.md)
 	@scripts/install-kafka.sh >/dev/null
@@ -67,4 +73,4 @@ schemas: $(STAMP) ## regenerate schemas/json from the pydantic models
 	$(BIN)/python -m schemas.export
 
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(addprefix .venv-,$(PYTHONS)) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
