@@ -20,7 +20,7 @@ from stream_app.commands.tail import TailError, resolve_topic
 from stream_app.core.ingest import evaluate_run, make_dead_letter
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
-from stream_app.terminal.records import MODELS, format_record, json_line
+from stream_app.terminal.records import MAX_JSON_DEPTH, MODELS, format_record, json_line
 from tests.helpers import A_GRADE_DROP, encode, make_event
 
 SETTINGS = load_settings()
@@ -277,6 +277,14 @@ def test_json_line_of_a_value_it_cannot_print_as_json_is_its_text(raw: bytes) ->
     doc = strict_json(json_line(Record("t", raw)))
     assert doc["value_text"] == raw.decode()
     assert "value" not in doc
+
+
+def test_how_deep_a_value_prints_as_json_is_the_same_on_every_python() -> None:
+    """Python 3.13 parses nesting that 3.11 cannot: the bound is evalstream's, not the version's."""
+    at_bound = b"[" * MAX_JSON_DEPTH + b'"]}"' + b"]" * MAX_JSON_DEPTH
+    assert "value" in strict_json(json_line(Record("t", at_bound)))
+    deeper = b'{"a": ' + at_bound + b"}"
+    assert strict_json(json_line(Record("t", deeper)))["value_text"] == deeper.decode()
 
 
 def test_pretty_lines_of_deep_or_binary_values_are_said_not_fatal() -> None:
