@@ -1,7 +1,9 @@
 """The documentation holds together, checked without a network: README.md is a front door, every
 relative link of it and of docs/*.md reaches a file of the repository and an anchor of that page,
-every alert's runbook link has its section in docs/runbooks.md, and every long page starts with
-its contents. External http(s) links are not fetched."""
+every alert's runbook link has its section in docs/runbooks.md, every long page starts with
+its contents, every command a page shows runs when pasted in a fresh checkout
+(`.venv/bin/stream-app` or a `make` target, never a bare `stream-app`), and no page points
+outside the repository (`../shared/`). External http(s) links are not fetched."""
 
 from __future__ import annotations
 
@@ -30,6 +32,16 @@ HTML_ANCHOR = re.compile(r"""<a\s+(?:[^>]*\s)?(?:id|name)\s*=\s*["']([^"']+)["']
 LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 SECTION = re.compile(r"""(?:<a\s+id="([^"]+)"></a>\s*\n)?^## +(.+?)[ \t]*$""", re.M)
 SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
+SHELL_FENCES = {"", "sh", "bash", "shell", "console", "zsh"}  # info strings of shell blocks
+# `stream-app` where a shell would run it: at the start of a command (a line, or after a pipe,
+# `;`, `&&`, `(` or `$(`), after a `$ ` prompt and environment assignments. `.venv/bin/stream-app`
+# is not matched: a `/` is no command boundary.
+BARE_STREAM_APP = re.compile(
+    r"(?:^|[|;&(])[ \t]*(?:\$[ \t]+)?(?:(?:env|exec|nohup|time)[ \t]+)?"
+    r"(?:[A-Za-z_]\w*=\S*[ \t]+)*stream-app(?![\w./-])",
+    re.M,
+)
+OUTSIDE_REPO = re.compile(r"(?:\.\./)+shared/|(?<![\w./-])shared/data\b")
 
 
 def _prose(text: str) -> str:
@@ -73,6 +85,54 @@ def links(text: str) -> list[tuple[int, str]]:
     prose = _prose(text)
     prose = CODE_SPAN.sub(lambda m: "\n" * m.group(0).count("\n"), prose)
     return [(prose.count("\n", 0, m.start()) + 1, m.group(2)) for m in LINK.finditer(prose)]
+
+
+def _blank(text: str) -> str:
+    """`text` as blank lines: what is cut from a page keeps its line numbers."""
+    return "\n" * text.count("\n")
+
+
+def _fence_info(block: str) -> str:
+    """The language of a fenced block: the first word after its opening fence."""
+    opening = block.split("\n", 1)[0].strip().lstrip("`~")
+    return opening.split()[0].lower() if opening.split() else ""
+
+
+def bare_commands(text: str) -> list[tuple[int, str]]:
+    """(line, code) of every bare `stream-app` a reader would paste into a shell: in a shell
+    block (```sh, ```console, or a block with no language), at the start of a command; in a code
+    span of the prose, invoked with arguments (`stream-app worker`). They fail after `make demo`,
+    which installs `stream-app` into `.venv/bin`, not onto PATH. Not counted: headings and link
+    texts (they name a section, such as `stream-app replay`), the program's bare name
+    (`stream-app`), and blocks of another language."""
+    found = []
+    for block in FENCE.finditer(text):
+        if _fence_info(block.group(0)) not in SHELL_FENCES:
+            continue
+        first = text.count("\n", 0, block.start()) + 1
+        for offset, line in enumerate(block.group(0).splitlines()[1:-1], start=1):
+            if BARE_STREAM_APP.search(line):
+                found.append((first + offset, line.strip()))
+    prose = HEADING.sub(lambda m: _blank(m.group(0)), _prose(text))
+    prose = LINK.sub(lambda m: _blank(m.group(0)), prose)
+    for span in CODE_SPAN.finditer(prose):
+        code = " ".join(span.group(0).strip("`").split())
+        match = BARE_STREAM_APP.search(code)
+        if match and code[match.end() :].strip():
+            found.append((prose.count("\n", 0, span.start()) + 1, code))
+    return sorted(found)
+
+
+def outside_paths(text: str) -> list[tuple[int, str]]:
+    """(line, the line) of every place a page points outside the repository (`../shared/...`):
+    the bundled runs are `stream_app/data/scylla-runs.jsonl`."""
+    lines = text.splitlines()
+    return [
+        (number, lines[number - 1].strip())
+        for number in sorted(
+            {text.count("\n", 0, m.start()) + 1 for m in OUTSIDE_REPO.finditer(text)}
+        )
+    ]
 
 
 def broken_links(page: Path, root: Path = REPO) -> list[str]:
@@ -150,6 +210,42 @@ def test_broken_links_are_reported(tmp_path: Path) -> None:
     ]
 
 
+def test_bare_commands_are_found_where_a_shell_runs_them() -> None:
+    text = (
+        "# `stream-app replay`\n\n"
+        "Run `stream-app worker`, or `.venv/bin/stream-app worker`, or `make demo`; the\n"
+        "`stream-app` commands; [`stream-app replay`](#stream-app-replay); `stream-app\n"
+        "status EXPERIMENT`.\n\n"
+        "```sh\n"
+        "stream-app replay runs.jsonl        # bare\n"
+        ".venv/bin/stream-app replay runs.jsonl\n"
+        "X=1 stream-app backtest runs.jsonl | jq .pages\n"
+        "cat runs.jsonl | stream-app replay -\n"
+        "# stream-app in a comment\n"
+        "```\n\n"
+        "```\n$ stream-app status\nstream-app-replay is no command\n```\n\n"
+        '```json\n{"stream-app": 1}\n```\n'
+    )
+    assert bare_commands(text) == [
+        (3, "stream-app worker"),
+        (4, "stream-app status EXPERIMENT"),
+        (8, "stream-app replay runs.jsonl        # bare"),
+        (10, "X=1 stream-app backtest runs.jsonl | jq .pages"),
+        (11, "cat runs.jsonl | stream-app replay -"),
+        (16, "$ stream-app status"),
+    ]
+
+
+def test_paths_outside_the_repository_are_found() -> None:
+    text = (
+        "make replay DATA=../shared/data/x.jsonl\nthe runs in `shared/data`\n`stream_app/data/`\n"
+    )
+    assert outside_paths(text) == [
+        (1, "make replay DATA=../shared/data/x.jsonl"),
+        (2, "the runs in `shared/data`"),
+    ]
+
+
 # The pages.
 
 
@@ -187,6 +283,9 @@ def test_readme_is_a_front_door() -> None:
     assert text[: first.start()].strip() == "# evalstream"
     commands = [line.split("#")[0].strip() for line in first.group(0).splitlines()[1:-1]]
     assert commands == ["make demo", "make test"]
+    # Its commands are `.venv/bin/stream-app …` (test_every_command_a_page_shows_runs_when_pasted);
+    # it says once how to type the bare name instead.
+    assert text.count(". .venv/bin/activate") == 1
     # It leads into every page of docs/.
     linked = {target.partition("#")[0] for _, target in links(text)}
     for page in PAGES[1:]:
@@ -215,7 +314,28 @@ def test_every_stream_app_command_is_listed_in_the_readme(
     assert "demo" in commands
     text = README.read_text(encoding="utf-8")
     for command in commands:
-        assert f"`stream-app {command}" in text, f"README.md does not list stream-app {command}"
+        assert f"`.venv/bin/stream-app {command}" in text, (
+            f"README.md does not list .venv/bin/stream-app {command}"
+        )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_command_a_page_shows_runs_when_pasted(page: Path) -> None:
+    """`make demo` installs `stream-app` into `.venv/bin`, not onto PATH: a page shows
+    `.venv/bin/stream-app` (the README says once how `. .venv/bin/activate` adds it to PATH)."""
+    bare = bare_commands(page.read_text(encoding="utf-8"))
+    assert not bare, f"{page.relative_to(REPO)}: bare stream-app, write .venv/bin/stream-app: " + (
+        "; ".join(f"line {line}: {code}" for line, code in bare)
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_page_points_outside_the_repository(page: Path) -> None:
+    """A clone has no `../shared/`: the bundled runs are `stream_app/data/scylla-runs.jsonl`."""
+    outside = outside_paths(page.read_text(encoding="utf-8"))
+    assert not outside, f"{page.relative_to(REPO)} points outside the repository: " + (
+        "; ".join(f"line {line}: {text}" for line, text in outside)
+    )
 
 
 def test_every_alert_has_its_runbook_section() -> None:
