@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -327,14 +328,11 @@ def joined_table(
     )
 
 
-def across_experiments(lay: Layout) -> list[dict[str, Any]]:
-    """Where to look first among thousands: the worst and the dropped tiers, and their count."""
-    return [
-        row(lay, "Across all experiments"),
-        lowest_grades(lay),
-        dropped_tiers(lay),
-        population(lay),
-    ]
+def section(
+    lay: Layout, title: str, *panels: Callable[[Layout], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A row and its panels, laid out in this order."""
+    return [row(lay, title), *(make(lay) for make in panels)]
 
 
 def lowest_grades(lay: Layout) -> dict[str, Any]:
@@ -425,15 +423,6 @@ def grades(lay: Layout) -> list[dict[str, Any]]:
             options=stat_options("background"),
             extra=repeat_per_tier(6),
         ),
-    ]
-
-
-def drops_and_baseline(lay: Layout) -> list[dict[str, Any]]:
-    """Which selected tiers dropped, and which differ significantly from their baseline."""
-    return [
-        row(lay, "Drop detectors and differences from the baseline"),
-        drop_detectors(lay),
-        baseline_differences(lay),
     ]
 
 
@@ -705,9 +694,16 @@ def overview() -> dict[str, Any]:
         "templating": {"list": variables()},
         "annotations": {"list": event_annotations()},
         "panels": [
-            *across_experiments(lay),
+            # Where to look first among thousands: the worst and the dropped tiers, their count.
+            *section(lay, "Across all experiments", lowest_grades, dropped_tiers, population),
             *grades(lay),
-            *drops_and_baseline(lay),
+            # Which selected tiers dropped, and which differ significantly from their baseline.
+            *section(
+                lay,
+                "Drop detectors and differences from the baseline",
+                drop_detectors,
+                baseline_differences,
+            ),
             *per_tier_intervals(lay),
             *quality(lay),
             *cost(lay),
