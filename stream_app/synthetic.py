@@ -1,18 +1,9 @@
 """Realistic synthetic `run-completed` events for demos, tests, alert checks and load.
 
-Named scenarios (`SCENARIOS`):
-- `stationary`: tiers T0-T6 of several experiments whose pass rates and judge scores follow the
-  shared real runs (`PROFILES`, measured from ../shared/data/scylla-runs.jsonl): noisy windows,
-  no change in any tier. The drop alert must stay silent on it.
-- `drop`: the same, and from `Drop.after` (a fraction of the stream) on, one tier mostly fails
-  (15 % passes, judge scores around 0.35): a sustained drop the alert must page for.
-- `score-drop`: the same tier keeps its pass rate, but its passed runs' judge scores fall to
-  around 0.4 (its composite from A-level to D-level): only the score detector can see it.
-- `spread`: stationary tiers at pass rates from 5 % to 95 % (`SPREAD`), the range the detectors'
-  false-alarm rate is stated for.
-
-Each tier gets one run every `tier_interval_s` of event time (1 s: the issue's 1 run/s per tier),
-better tiers cost more, and a third of the events carry no `cost_usd` (priced from tokens)."""
+Tiers follow the real runs' pass rates and judge scores (`PROFILES`); the named `SCENARIOS` hold
+a drop the alerts must page for, or none they must stay silent on (docs/runbooks.md, 'Alert
+quality: pages for drops, not for noise'). Better tiers cost more, and a third of the events
+carry no `cost_usd` (priced from tokens)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """The watcher of `stream-app watch DIR...` and the demo's `--watch`: publishes the finished runs
-of ProjectScylla experiment directories as `run-completed` events, then keeps watching for new
-ones until stopped (`once`: what is there, then it ends).
+of ProjectScylla experiment directories, then new ones until stopped (`once`: what is there).
 
-File events (`watchfiles`) only say *where* to look: the scanner (`stream_app.scylla.scanner`)
-decides what is ready. A full rescan every `rescan_s` catches anything an event missed, and when
-file events are unavailable (no inotify, a network filesystem, `--poll`) the watcher rescans every
-few seconds instead. Runs are sent keyed by experiment (the worker's partitioning, so an
-experiment's runs stay in order), acknowledged by every replica (`acks=all`), and only then
-recorded in the state file: a crash in between re-sends runs the worker drops as duplicates."""
+File events only say *where* to look; the scanner (`stream_app.scylla.scanner`) decides what is
+ready, and rescans catch what events miss. A run is recorded in the state file only after every
+replica acknowledged it: a crash re-sends runs, which the worker drops as duplicates, and loses
+none (docs/operations.md, 'From ProjectScylla')."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """The trusted side of the sandbox (`sandbox.py`): standard library only, never imported by the
-service, started as `python -I -S -B -c <this source> ROLE ...` with one of two roles.
+service, started as `python -I -S -B -c <this source> ROLE ...`.
 
-`run FD` is the supervisor, inside the namespaces (PID 1 there, so its exit ends every process
-the code started). It reads {source, entry_point, kwargs, limits} as JSON on stdin, makes itself
-undumpable (no ptrace, no reading its descriptors), leaves the service's session keyring and
-forks the worker, which closes FD, sets the resource limits, installs the audit hook and runs
-the code. The worker sends its result as JSON on a pipe of its own; the supervisor enforces the
-wall timeout and a size limit, and writes the one verdict line on FD, which the code never
-holds: what it prints never counts, and all it can claim is a return value, which it could as
-well return.
-
-`stage SPEC` runs only as root, before bubblewrap: the interpreter may live where uid 65534 cannot
-reach it (pyenv under a 0700 /root), so in a private mount namespace it bind-mounts each path the
-sandbox needs onto a world-readable tmpfs, drops to uid 65534 and executes bubblewrap, which binds
-those copies read-only into the sandbox.
-"""
+`run FD`: the supervisor, PID 1 in the namespaces. The worker it forks closes FD before it runs
+the code, so the verdict line on FD is the supervisor's alone. `stage SPEC` (as root, before
+bubblewrap): the interpreter may be out of uid 65534's reach (pyenv under a 0700 /root), so it
+bind-mounts what the sandbox needs onto a world-readable tmpfs, then drops to 65534 and executes
+bubblewrap. The threat model: docs/code-quality.md, 'The sandbox: threat model'."""
 
 from __future__ import annotations
 

@@ -1,29 +1,11 @@
 """Runs one function of untrusted generated code where the kernel, not the interpreter, holds it.
 
-Each call starts bubblewrap (`bwrap`, Debian's `bubblewrap`; `scripts/install-sandbox.sh`), which
-puts `python -I -S -B` in new user, PID, mount, network, IPC, UTS and cgroup namespaces, as uid
-65534 with no capabilities and no further user namespaces. Its filesystem is a read-only view of
-the system's shared libraries, the interpreter and its standard library (site-packages hidden),
-an empty private /dev, and a size-limited tmpfs as /tmp and working directory: not the service's
-virtualenv, files, configuration, environment or /proc. The trusted runner
-(`_sandbox_runner.py`) is PID 1 there, so when it exits the kernel ends every process the code
-started, however it detached; it enforces the wall timeout and writes the verdict on a pipe the
-code never holds. The worker gets the rlimits (address space, CPU, file size, open files,
-processes). stdout and stderr are read as they come and kept up to 64 KiB each.
-
-Why bubblewrap rather than calling unshare(2) ourselves: setting up a user namespace, a new root
-with pivot_root, read-only and locked bind mounts, /dev and capability dropping correctly is what
-bubblewrap (the sandbox of Flatpak) is for; redoing it through ctypes would be more code of our
-own in the one place where a mistake is an escape. Running as root, a service must also not hand
-the code uid 0 (root owns every file in the view and is exempt from the process limit), so it
-first drops to uid 65534 (see `stage` in the runner) and bubblewrap runs as that user.
-
-Where the kernel refuses (no bwrap, user namespaces disabled, a container's seccomp profile), the
-sandbox fails closed: `run_function` raises `SandboxUnavailable` unless the caller passes
-`allow_unsandboxed=True`; then the code runs with the rlimits and audit hook only, and every
-result's `mode` says so. Whatever the code does, the call returns a `SandboxResult` within the
-timeout (plus a few seconds of start-up) and never raises for the code's sake.
-"""
+Each call runs `_sandbox_runner.py` in bubblewrap's namespaces as uid 65534; what the code sees,
+its limits and what is not contained: docs/code-quality.md, 'The sandbox: threat model'. Why
+bubblewrap rather than unshare(2) through ctypes: a user namespace, pivot_root, locked read-only
+binds, /dev and dropped capabilities done right are what bubblewrap (Flatpak's sandbox) is for,
+and our own would be more code in the one place where a mistake is an escape. It fails closed:
+`SandboxUnavailable` unless the caller passes `allow_unsandboxed=True`."""
 
 from __future__ import annotations
 

@@ -1,37 +1,10 @@
 """Has this tier got worse? A sequential test, run by run, with a stated false-alarm rate.
 
-Two detectors watch every accepted run of a tier: one its pass or fail, one its judge score (the
-run's `impl_rate`), so that a fall in the pass rate and a fall in the scores alone are both caught.
-Each compares the runs with the tier's own **reference**, its mean so far taken conservatively:
-the Wilson lower bound of its pass rate, and its mean score less `reference_z` standard errors and
-an empirical-Bernstein small-sample term. A run enters the reference only when it is decided
-before the run is seen (not dropped, and no detector more than half-way to its threshold), so a
-drop under way stops feeding its own yardstick within a few runs, while a stationary tier's
-reference is an unbiased sample of it. After `reference_runs` runs it stays: a slow fall,
-whose evidence builds slowly, cannot drag its own yardstick down with it.
-
-Each run's evidence of a fall from the reference m to m - d is the e-value 1 + lam (m - x), the
-likelihood ratio of a pass for a Bernoulli run (lam = d / (m (1 - m))), and for a score sized by
-its variance (lam = d / (var + d^2)). Three falls are watched at once, d = 1, 2 and 3 times
-`smallest_fall` (at most to 1/2, 1/4 and 1/8 of the reference), in an equal mixture. The
-statistic is Shiryaev-Roberts': R <- (1 + R) e for each fall, the sum over every possible start of
-the drop of the evidence since then. Whenever the tier's runs are at least as good as the
-reference, E[e] <= 1 and R - n is a supermartingale, so the expected number of false pages in n
-runs is at most n / threshold (Pollak 1987; Shin, Ramdas & Rinaldo's e-detectors). The two
-detectors share the budget: each threshold is twice `false_page_runs`, so a tier pages falsely
-at most once per `false_page_runs` runs on average, whatever its pass rate and score spread.
-
-A page latches the tier as dropped (one incident, one page); the reference stops learning. It
-clears only on evidence of recovery, a test of the same kind run the other way from the page on:
-bets that each detector's runs are back at the reference m rather than still half the smallest
-fall below it, 1 + lam (x - (m - d/2)), in a Shiryaev-Roberts statistic that must reach the same
-threshold for every detector. While the tier stays at least d/2 below its reference, a drop
-clears by chance at most once per threshold runs, so a lasting drop pages once; a recovered tier
-starts afresh (a new warm-up: the level it recovered to is its new reference). Stepped in
-arrival order, which for events keyed by experiment is the order they were sent, as `replay`
-reads them. The guarantees assume runs independent of their order (docs/statistics.md).
-
-The state is a value: `observe` returns a new one, so the tier state can assign it last."""
+Two detectors per tier (its runs' pass or fail, their judge scores) bet against the tier's own
+conservative reference; the method, its guarantee and what it assumes are in docs/statistics.md,
+'The drop detectors'. Stepped in arrival order: for events keyed by experiment, the order they
+were sent, as `replay` reads them. The state is a value: `observe` returns a new one, so the tier
+state can assign it last and stay unchanged when a later step raises."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
 """One batch of events folded into per-key state, with each event's failure kept to that event.
 
-The worker and `replay` fold runs into tier windows (and aggregates into experiments) a batch at a
-time and finish each key once per batch. An exception must cost only the event that caused it:
-
-- `step` raising on an event (it must be atomic: the state is unchanged when it raises) fails
-  that event; the batch goes on.
-- `load` gives a key's stored state, or None for a key with none (it starts from `fresh`).
-  `load` raising (a stored state that cannot be read) quarantines the key: it starts again from
-  `fresh`, and the caller resets the store and reports the bad state.
-- `finish` raising on a key (its aggregate) redoes that key's events one at a time from its state
-  before the batch, finishing after each, so that the event whose step made it fail is found and
-  failed, and the others of the key are kept. Finishing after every event is what `finish` once
-  per key saves; this slow path runs only for a key that failed.
-
-Pure: no I/O; the caller turns failures into dead letters.
-"""
+The worker and `replay` both fold with this code, a batch at a time and each key finished once
+per batch, so they reject the same runs (docs/delivery.md, 'What is promised'). Pure: no I/O;
+the caller turns failures into dead letters."""
 
 from __future__ import annotations
 
@@ -59,8 +47,14 @@ class FoldedBatch(Generic[K, S, P, R]):
 
 @dataclass(frozen=True, slots=True)
 class KeyedFold(Generic[K, S, E, P, R]):
-    """How events change a key's state. `step` returns (whether the state changed, what
-    happened) and must leave the state unchanged when it raises."""
+    """How events change a key's state, and what each kind of failure costs.
+
+    - `step` returns (whether the state changed, what happened); it must be atomic: the state is
+      unchanged when it raises, and only that event fails.
+    - `load` gives the stored state or None (then `fresh`); when it raises, the key is quarantined
+      and starts from `fresh` (the caller resets the store and reports the bad state).
+    - `finish` runs once per changed key; when it raises, the key's events are redone one at a
+      time from its state before the batch, finishing after each, to fail only the culprit."""
 
     load: Callable[[K], S | None]
     fresh: Callable[[K], S]
@@ -69,7 +63,7 @@ class KeyedFold(Generic[K, S, E, P, R]):
     finish: Callable[[K, S], R]
 
     def run(self, events: Sequence[tuple[K, E]]) -> FoldedBatch[K, S, P, R]:
-        """Fold `events` (key, event) into their keys' states; see the module's docstring."""
+        """Fold `events` (key, event) into their keys' states; failures as the class says."""
         out: FoldedBatch[K, S, P, R] = FoldedBatch()
         working: dict[K, S] = {}
         before: dict[K, S] = {}

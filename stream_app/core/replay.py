@@ -1,16 +1,9 @@
 """Batch replay: a file of events through the same core the streaming worker uses, giving the
 final state the worker converges to for the same events.
 
-Runs are folded into their windows in chunks with `fold_runs`, the worker's own window fold, so
-an exception on one run rejects that run (`processing_error`) exactly as the worker dead-letters
-it; a bad line never aborts the replay.
-
-Asked to (`retire`, `stream-app replay --retire`), experiments retire by the worker's rule
-(`core.retirement`) in event time: the replay's clock is
-the latest `completed_at` read so far (never later than the time of the replay), and a run counts
-as accepted at the clock's time when it was read, as the live worker accepts a run at the time
-it arrives. Without it, replay gives what a worker that read the file at once holds: nothing
-retires within the minutes a backfill takes."""
+Runs are folded with the worker's own `fold_runs`, so a run the core raises on is rejected
+(`processing_error`) as the worker dead-letters it. With `retire`, experiments retire by the
+worker's rule in event time (docs/operations.md, 'Experiments retire')."""
 
 from __future__ import annotations
 

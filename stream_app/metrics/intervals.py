@@ -1,23 +1,9 @@
 """Intervals for the numbers people compare: a pass rate, a mean score, a tier against its baseline.
 
-People read the dashboard and the query API while runs arrive and act the moment a difference looks
-real, so the cumulative intervals are *confidence sequences*: the chance that the interval ever
-misses the true value, at any of the times it is looked at, is at most 1 - confidence. A
-fixed-sample interval read that way misses far more often.
-
-- `wilson_interval`: the fixed-sample Wilson score interval (the window's 10 runs: a sliding
-  sample that nobody accumulates evidence over); never the normal ±SE, which leaves [0, 1] and
-  collapses to a point at 0 or 10 passes.
-- `mean_sequence`: Robbins' beta-binomial mixture (Jeffreys' Beta(1/2, 1/2)) for the mean of
-  values in [0, 1] (pass rates, composite scores). For values between 0 and 1 the binomial
-  likelihood ratio is convex in the value, so its mean is still at most 1: the sequence holds for
-  any bounded values, not only for passes and failures.
-- `difference_sequence`: the difference of two such means, valid however the runs of the two
-  tiers interleave: the product of two normal-mixture martingales (values in [0, 1] are
-  sub-Gaussian with variance 1/4; narrowest near `TIGHTEST_RUNS` runs a tier), intersected with
-  the difference of the two means' own sequences (narrow near 0 and 1).
-
-Everything takes sums and counts only: the state behind an interval is O(1) per tier."""
+People act the moment a difference looks real, so the cumulative intervals are confidence
+sequences, valid however often they are read; only the window's `wilson_interval` is
+fixed-sample. Sums and counts only: O(1) state per tier. The methods and their coverage:
+docs/statistics.md, 'The intervals'."""
 
 from __future__ import annotations
 
@@ -133,16 +119,10 @@ def difference_sequence(
 ) -> Interval:
     """A confidence sequence for mean(a) - mean(b) of two independent streams in [0, 1].
 
-    Valid at every time whatever the order the two streams' values arrive in; [-1, 1] while
-    either has no run. The intersection of two sequences, each given half the error:
-
-    - the product of the streams' normal-mixture martingales (`_ellipse_shadow`), narrowest for
-      means near 1/2, where a value varies most;
-    - each mean's own sequence (`mean_sequence`, a quarter of the error each), whose
-      difference of ends is narrow for means near 0 or 1 (95 % against 100 %, say), where the
-      variance bound 1/4 of the first is far too wide.
-
-    Both hold at once with at least `confidence` (a union bound), so their intersection does."""
+    Valid however the two streams' values interleave; [-1, 1] while either has no run. The
+    intersection of the ellipse's shadow (narrow near 1/2) and the difference of the two means' own
+    sequences (narrow near 0 and 1), each with half the error: a union bound (docs/statistics.md,
+    'A tier against the baseline')."""
     if runs_a <= 0 or runs_b <= 0:
         return Interval(-1.0, 1.0)
     error = 1 - confidence

@@ -1,15 +1,9 @@
 """Seed 001's aggregate statistics, exact and NaN-free.
 
-Sums use `math.fsum` (correctly rounded, so the result does not depend on the order of the
-values), the mean is clamped into [min, max], and +inf propagates to mean and std-dev instead
-of producing NaN.
-
-Total over every finite input: values up to 2**500 in magnitude (every real metric) go through the
-plain formulas, whose sums and squares cannot overflow there; larger ones are first scaled by a
-power of two that brings the largest magnitude below 2, so no intermediate sum or square can leave
-the float range. A result that truly exceeds it (the variance of 0 and 1e300) is +inf; nothing
-raises or gives NaN.
-"""
+`math.fsum` sums (independent of the values' order), the mean clamped into [min, max], +inf
+propagated to mean and std-dev. Total over every finite input: values beyond 2**500 in magnitude
+are first scaled by a power of two, so no sum or square leaves the float range (docs/metrics.md,
+'Per-run metrics (seed 001)', and its bounds under 'The event: `RunCompleted`')."""
 
 from __future__ import annotations
 

@@ -91,17 +91,11 @@ class WorkerProcess:
     ) -> None:
         """Prepare the command line and environment; nothing starts before `start`.
 
-        Args:
-            workdir: where the log file and the data directory go.
-            name: names the log file and the data directory, and the worker in errors.
-            broker_url: `EVALSTREAM_BROKER_URL`.
-            partitions: `EVALSTREAM_PARTITIONS`.
-            port: the web port; a free one when omitted.
-            bind: `EVALSTREAM_WEB_BIND`; the worker's default (loopback) when omitted.
-            command: instead of `python -m stream_app worker` (a test's faulty worker).
-            cwd: the worker's working directory; ours when omitted.
-            env: more environment variables, applied last.
-        """
+        `name` names the log file, the data directory and the worker in errors; `broker_url`,
+        `partitions` and `bind` (the worker's loopback when omitted) become `EVALSTREAM_*`
+        variables; `port`, the web port, is a free one when omitted; `command` runs instead of
+        `python -m stream_app worker` (a test's faulty worker); `cwd` is ours when omitted; `env`
+        is applied last."""
         self.name = name
         self.port = free_port() if port is None else port
         self.base_url = local_url(bind, self.port)

@@ -1,24 +1,8 @@
-"""One ProjectScylla run directory as a `RunCompleted` event: the mapping, field by field.
+"""One ProjectScylla run directory as a `RunCompleted` event.
 
-- `run_id`: `<experiment_id>/<tier>/<subtest>/run_<NN>`, from the directory names.
-- `experiment_id`: `config/experiment.json` `experiment_id` (else `checkpoint.json`'s).
-- `model`: the config's `models`, its only entry; with several, the one of them the agent's
-  CLI output (`agent/result.json` `stdout`, `modelUsage`) used most, else the first.
-- `tier`, `subtest`: the directory names. `run_number`: `run_result.json`'s, which must agree
-  with `run_<NN>`.
-- `passed`: `judge_passed`, the judges' majority vote (a vote, not derivable from the score).
-- `judgment.summary.weighted_score`: `judge_score`, within [0, 1].
-- `tokens`: `token_stats` (`input_tokens`, `output_tokens`, `cache_creation_tokens`,
-  `cache_read_tokens`; the cache counts default to 0), else `agent/result.json`'s.
-- `cost_usd`: `cost_usd`; when absent or null the worker prices the tokens.
-- `completed_at`: `judge/timing.json` `measured_at` (the judges finished); else
-  `agent/timing.json` `measured_at` plus `judge_duration_seconds`; else the modification time
-  of `run_result.json`. `started_at`: `completed_at` minus `duration_seconds`.
-
-`exit_code` and `judge_grade` are not carried: a run that exited non-zero was still judged, and
-evalstream grades from the score itself. A timestamp without an offset is read as UTC.
-Anything else that does not fit the contract makes the run malformed, with the reason.
-"""
+The mapping, field by field, and what is decided where a directory is silent or odd:
+docs/operations.md, 'From ProjectScylla'. Anything that does not fit the contract makes the run
+malformed (`MalformedRun`), with the reason."""
 
 from __future__ import annotations
 

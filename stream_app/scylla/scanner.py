@@ -1,13 +1,9 @@
 """Which runs of the watched directories are ready to publish, waiting, or malformed.
 
-A run is ready when its `run_result.json` parses and has not changed for `settle_s` (ProjectScylla
-writes it with a plain `json.dump`, not atomically). A `run_result.json` that does not parse is
-taken as still being written until it is `grace_s` old; then the run is malformed. A malformed run
-is reported once, with its path and reason, and looked at again only when one of its files
-changes. Published run_ids are never read again: restarts and rescans cost a directory listing.
-
-The scanner touches only the filesystem; `stream-app watch` publishes what it finds, `replay`
-folds it. Every `RunEvent` it hands out stays pending until `published()` is told about it."""
+ProjectScylla writes `run_result.json` non-atomically, so a run is ready only once it parses and
+has not changed for `settle_s` (the rules: docs/operations.md, 'From ProjectScylla'). Filesystem
+only: `stream-app watch` publishes what it finds, `replay` folds it, and every `RunEvent` handed
+out stays pending until `published()` is told about it."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """The gauges of the latest aggregates and cross-tier reports, in the text exposition format.
 
-prometheus_client's labelled gauges cost a dictionary walk a sample to set and again to render,
-too slow for thousands of tiers (BENCHMARKS.md, the scrape). Here a publish writes the
-aggregate's own lines (a dozen with the default series budget) and a scrape only joins the
-stored lines, a family at a time between the writes of `/metrics` (see `web.py`), from a
-snapshot of each dict taken when it starts.
-
-An earlier version rendered on a thread: the render itself was off the loop, but every system
-call of the loop then waited for the interpreter lock, and `/healthz` stalled during a large
-scrape."""
+A publish writes the aggregate's own lines; a scrape only joins the stored lines, a family at a
+time (`web.py`), from a snapshot of each dict taken when it starts. Not prometheus_client's
+labelled gauges (a dictionary walk per sample to set and again to render: too slow for thousands
+of tiers), nor a render on a thread (docs/operations.md, 'Scrapes that never stall')."""
 
 from __future__ import annotations
 

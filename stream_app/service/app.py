@@ -1,26 +1,10 @@
 """The Faust application: a thin shell around the pure core.
 
-Topology (topic names from `Settings.topics`):
-
-    run-completed (raw bytes)
-      └─ agent `validate`: core validation and per-run metrics
-           ├─ rejected → run-completed.dlq (DeadLetter with the original bytes)
-           └─ accepted → evalstream-runs-by-tier (RunMetrics, key experiment/tier)
-                └─ agent `window`: table `tier-windows` (TierState per key)
-                     ├─ tier-aggregates (TierAggregate, key experiment/tier,
-                     │                   partitioned by experiment)
-                     │    └─ agent `cross_tier`: table `experiment-tiers`
-                     │         └─ cross-tier-reports (CrossTierReport, key experiment)
-                     └─ grade-changes (GradeChange, key experiment/tier)
-
-Each hop is a stage class (`stages/`) that knows nothing of Faust: it takes a batch of records,
-reads and writes a table-like mapping and publishes through `Outputs`. This module only composes
-them: topics, tables, one agent per stage (`batches.run_batches`), recovery and revoke hooks, the
-consumer-lag timer and the web pages. Delivery is at-least-once: a batch is acknowledged after it
-was processed and Faust flushes the producer before it commits an offset, so a crash redelivers;
-the windows drop the redelivered runs (see `stages/windows.py` for the two rules that make the
-outputs converge to `replay` through any crash).
-"""
+It only composes: topics, tables, one agent per stage (`stages/`, which know nothing of Faust,
+run by `batches.run_batches`), recovery and revoke hooks, the consumer-lag timer and the web
+pages. The topology: docs/architecture.md, 'Topology'; at-least-once delivery and the two rules
+that make the outputs converge to `replay` (kept in `stages/windows.py`): docs/delivery.md,
+'At-least-once, and equal to `replay`'."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """evalstream's Faust transport: Faust's aiokafka driver through its own extension points
 (`Transport.Consumer`, `Consumer._new_consumer_thread`), subclassed, and given to evalstream's
-app alone, so that no other app in the process is changed (docs/brokers.md lists which broker
-needs which of these).
-
-- Honest stream positions (both brokers): a worker restarted before its first commit must not
-  skip the records its consumer fetched during table recovery. Faust hands its live set of active
-  partitions to a fetch that waits in the consumer thread; when recovery pauses the changelogs
-  the set empties, and aiokafka reads an empty set as "every partition": it drains the stream
-  partitions too, and Faust drops those records as not active. And Faust's seek back to the
-  committed offsets moves nothing that has no committed offset. So the fetch reads a snapshot of
-  the set (none when it is empty), and a partition never committed goes where the reset policy
-  says.
-- A recovery's end offsets from Fetch responses (Tansu only): Tansu can answer ListOffsets below
-  a partition's real end, and Faust's recovery then stops early, losing a window's last updates.
-- The fetch wait, when one is set (Tansu's default): Faust builds its consumer with a 1.5 s wait,
-  which Tansu holds in full on every hop.
-- Eager delivery (both): a fetched message goes to its stream without the four tasks Faust's
-  `wait_first` makes for each.
-"""
+app alone, so that no other app in the process is changed. Honest stream positions, a recovery's
+end offsets, the fetch wait and eager delivery: what each is for, on which broker, and the
+evidence are in docs/brokers.md, 'Which broker needs which workaround'."""
 
 from __future__ import annotations
 
@@ -97,6 +82,9 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
         )
 
     async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
+        """On Tansu, a recovery's end offsets from Fetch responses: its ListOffsets can answer
+        below a partition's real end, and the recovery would stop early, losing a window's last
+        updates."""
         settings = self.evalstream.settings
         if settings.broker_kind != "tansu" or self.consumer.in_transaction:
             return await super()._highwaters(partitions)
@@ -111,6 +99,9 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
         timeout: float | None = None,
         max_records: int | None = None,
     ) -> Any:
+        """Fetch from a snapshot of the active partitions, nothing when it is empty: Faust passes
+        its live set, which recovery empties, and aiokafka reads an empty set as every partition
+        (whose records Faust would then drop as not active)."""
         snapshot = None if active_partitions is None else frozenset(active_partitions)
         if snapshot is not None and not snapshot:
             return {}

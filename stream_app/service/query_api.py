@@ -1,16 +1,9 @@
 """The query API: the current state of the experiments as JSON, for people and scripts that want it
-without PromQL.
+without PromQL (docs/operations.md, 'Query API and `stream-app status`').
 
-    GET /api/experiments                        ids, tiers, grades, last update (every worker's)
-    GET /api/experiments/{id}                   every tier's TierAggregate and the CrossTierReport
-    GET /api/experiments/{id}/tiers/{tier}      one TierAggregate
-
-A worker owns whole experiments (see `partitioning`); it answers from the aggregates and reports
-it last published, which the gauges also render (`AggregateCollector`). Any worker answers: a
-request for an experiment another worker owns is forwarded to it (Faust's table routing gives the
-owner of the experiment's partition), and the list asks every worker of the group. A forwarded
-request carries `scope=local`, so it is answered where it lands and never forwarded again.
-Experiment ids with a `/` are percent-encoded in the path (`%2F`), and `.` or `..` as `%2E`."""
+A worker owns whole experiments (`partitioning`) and answers from what it last published, as the
+gauges do; a request for another worker's experiment is forwarded to its owner with
+`scope=local`, so it is answered where it lands and never forwarded again."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """CodeBLEU (Ren et al. 2020, arXiv 2009.10297) for Python, on the standard library only.
 
-    CodeBLEU = a·BLEU + b·BLEU_weighted + c·Match_ast + d·Match_df      (0.25 each by default)
-
-Components: `ngram_matcher` (BLEU and keyword-weighted BLEU), `ast_matcher` (syntactic subtree
-match), `dataflow_analyzer` (semantic dataflow match). A component that is undefined for a pair is
-None and the score is the weighted mean of the others (renormalized): for a language other than
-Python the AST and dataflow components are always None.
-
-Differences from the `codebleu` package (0.7.0), which users may compare with: it counts an
-undefined dataflow match as 1.0; its weighted n-gram match is a recall with a constant reference
-length of 2 in the brevity penalty; it tokenizes by whitespace unless given a tokenizer; its AST
-match runs on tree-sitter's concrete syntax tree. docs/code-quality.md has the details.
-"""
+The weighted mean of the components of `ngram_matcher`, `ast_matcher` and `dataflow_analyzer`,
+renormalized over those defined for the pair: an undefined one is None and left out (the
+`codebleu` package counts an undefined dataflow match as 1.0). Definitions, and where scores
+differ from that package: docs/code-quality.md, 'CodeBLEU'."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """CodeBLEU's syntactic AST match (Ren et al. 2020) on Python's own `ast`.
 
-Every node with children is the root of a subtree; a subtree is its shape: node types and
-operators, with identifier names and literal values left out (a literal keeps its type: `1` and
-`2` are alike, `1` and `"1"` are not). Docstrings are removed first, comments never reach the AST.
-The score is the clipped count of the candidate's subtrees found among the reference's, divided by
-the reference's subtree count:  Σ_s min(cand[s], ref[s]) / Σ_s ref[s].
-
-Degenerate cases: a reference that does not parse, or has no subtree (empty code), gives None
-(undefined: the component is left out of CodeBLEU); a candidate that does not parse scores 0.0.
-The reference implementation matches tree-sitter's concrete syntax tree, whose node types differ
-from Python's AST, so scores of partially matching code differ from it (identical code: 1.0 in
-both).
-"""
+A subtree counts by its shape (node types and operators; names and literal values left out, a
+literal keeps its type). The reference implementation matches tree-sitter's concrete syntax tree
+instead, so partially matching code scores differently (identical code: 1.0 in both). Definition
+and degenerate cases: docs/code-quality.md, 'CodeBLEU'."""
 
 from __future__ import annotations
 

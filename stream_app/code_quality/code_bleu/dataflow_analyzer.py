@@ -1,26 +1,10 @@
 """CodeBLEU's semantic dataflow match (Ren et al. 2020) on Python's own `ast`.
 
-The dataflow graph has one node per variable occurrence (identifiers, and literals where they feed
-an assignment) and two kinds of edges, as in the paper and its reference implementation:
-- `comesFrom`: a use of `x` comes from the occurrences of `x` that may have defined it last
-  (branches merge their states; loop bodies are walked twice to see loop-carried flows, up to
-  `TWICE_WALKED_LOOPS` deep);
-- `computedFrom`: an assignment target is computed from the occurrences on the right-hand side.
-Occurrences without any edge are dropped, an occurrence's edges are merged, and variables are
-renamed `var_0, var_1, …` in order of appearance, so names do not matter, only the flow.
-
-The walk has a work budget (`WORK_BUDGET`, counted in visited nodes and copied positions, not
-in time, so it is the same everywhere): nested loops walked twice each grow as 2^depth, and many
-branches merging into one variable grow quadratically. Code that exceeds it has an undefined
-dataflow (None), like code that does not parse.
-
-Score: the clipped count of the reference's edges found in the candidate, divided by the
-reference's edge count. Parents are compared as sets (sorted), which makes the result independent
-of hash order (the reference implementation compares hash-ordered lists and needs
-PYTHONHASHSEED=0 to be repeatable). Degenerate cases: a reference with no dataflow, or one that
-does not parse, gives None (undefined: left out of CodeBLEU; the reference implementation counts
-such a pair as 1.0); a candidate that does not parse scores 0.0.
-"""
+`comesFrom` and `computedFrom` edges between variable occurrences, variables renamed in order of
+appearance, so only the flow counts. Unlike the reference implementation, parents compare as
+sorted sets (no dependence on hash order), and the walk has a budget counted in work, not time
+(`WORK_BUDGET`, the same everywhere): code over it has an undefined dataflow (None), like code
+that does not parse. Definition and degenerate cases: docs/code-quality.md, 'CodeBLEU'."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """BLEU (Papineni et al. 2002) and CodeBLEU's keyword-weighted BLEU (Ren et al. 2020, eq. 2).
 
-Clipped n-gram precisions for n = 1..4 with uniform weights, the brevity penalty, and Chen &
-Cherry's "method1" smoothing (a precision with no match counts 0.1 matches), as NLTK computes
-sentence BLEU.
-Two decisions a user comparing numbers must know:
-- Orders longer than the candidate are dropped and the weights spread over the rest (NLTK's
-  `auto_reweigh`), so identical code scores 1.0 at any length; BLEU-4 proper gives 3 identical
-  tokens 0.56.
-- In the weighted match, keywords weigh 5x other tokens (1 vs 0.2) in the unigram precision; longer
-  n-grams are unweighted, as in the reference implementation.
-Python code is tokenized with the standard `tokenize` module (so `a+b` and `a + b` agree, a string
-literal is one token); other languages, or Python that does not tokenize, by a generic regex.
-"""
+Sentence BLEU as NLTK computes it, with its `auto_reweigh`: orders longer than the candidate are
+dropped, so identical code scores 1.0 at any length (BLEU-4 proper gives 3 identical tokens
+0.56). Smoothing, keyword weights and tokens: docs/code-quality.md, 'CodeBLEU'."""
 
 from __future__ import annotations
 
@@ -44,7 +35,8 @@ _SKIPPED: Final = frozenset(
 
 
 def tokenize_code(code: str, language: str = "python") -> list[str]:
-    """Code tokens without whitespace and comments."""
+    """Code tokens without whitespace and comments: Python's own tokens (`a+b` and `a + b` agree, a
+    string literal is one token); other languages, and Python that does not tokenize, by a regex."""
     if language == "python":
         try:
             return [
