@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/evalstream-test-suite.XXXXXX")
 others_pid=
-trap '[[ -n $others_pid ]] && kill "$others_pid" 2>/dev/null; rm -rf "$work"' EXIT
+# The other Pythons' tests run in a process group of their own, stopped whole if this ends early.
+trap '[[ -n $others_pid ]] && kill -TERM -- "-$others_pid" 2>/dev/null; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 scripts/test-pythons.sh prepare
@@ -19,7 +20,7 @@ prepared=$?
 .venv/bin/pytest -m "not integration" --junitxml "$work/unit.xml"
 unit=$?
 
-JUNIT_DIR=$work scripts/test-pythons.sh run >"$work/others.log" 2>&1 &
+JUNIT_DIR=$work setsid scripts/test-pythons.sh run >"$work/others.log" 2>&1 &
 others_pid=$!
 
 .venv/bin/pytest -m integration --junitxml "$work/integration.xml"
