@@ -10,19 +10,18 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
+from stream_app.code_quality.code_bleu.python_grammar import parse_module
+
 MAX_DEPTH = 100
 """Deeper syntax trees count as not parsing. Code nested this deep is not real code, and the
 limit is explicit so that the result never depends on how much stack the caller has left."""
 
 
 def parse_python(code: str) -> ast.Module | None:
-    """The module without docstrings, or None when the code does not parse or nests deeper
-    than `MAX_DEPTH`."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    if depth(tree) > MAX_DEPTH:
+    """The module without docstrings, or None when the code does not parse as Python 3.11 (on
+    every version: `python_grammar`) or nests deeper than `MAX_DEPTH`."""
+    tree = parse_module(code)
+    if tree is None or depth(tree) > MAX_DEPTH:
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):

@@ -6,14 +6,14 @@ dropped, so identical code scores 1.0 at any length (BLEU-4 proper gives 3 ident
 
 from __future__ import annotations
 
-import io
 import keyword
 import math
 import re
-import tokenize
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Final
+
+from stream_app.code_quality.code_bleu.python_grammar import python_tokens
 
 MAX_ORDER: Final = 4
 SMOOTHING_EPSILON: Final = 0.1
@@ -21,31 +21,16 @@ KEYWORD_WEIGHT: Final = 1.0
 OTHER_WEIGHT: Final = 0.2
 PYTHON_KEYWORDS: Final = frozenset(keyword.kwlist) | {"match", "case", "type"}
 _GENERIC_TOKEN: Final = re.compile(r"\w+|[^\w\s]")
-_SKIPPED: Final = frozenset(
-    {
-        tokenize.NEWLINE,
-        tokenize.NL,
-        tokenize.INDENT,
-        tokenize.DEDENT,
-        tokenize.COMMENT,
-        tokenize.ENDMARKER,
-        tokenize.ENCODING,
-    }
-)
 
 
 def tokenize_code(code: str, language: str = "python") -> list[str]:
-    """Code tokens without whitespace and comments: Python's own tokens (`a+b` and `a + b` agree, a
-    string literal is one token); other languages, and Python that does not tokenize, by a regex."""
+    """Code tokens without whitespace and comments: Python's own tokens, as 3.11 gives them on
+    every version (`a+b` and `a + b` agree, a string literal is one token); other languages, and
+    code that is not Python 3.11, by a regex."""
     if language == "python":
-        try:
-            return [
-                t.string
-                for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                if t.type not in _SKIPPED
-            ]
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            pass
+        tokens = python_tokens(code)
+        if tokens is not None:
+            return tokens
     return _GENERIC_TOKEN.findall(code)
 
 
