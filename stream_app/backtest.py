@@ -5,7 +5,6 @@ reads its end state into a report and says, per tier, why it did or did not page
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 from schemas.backtest_report import (
@@ -17,6 +16,7 @@ from schemas.backtest_report import (
 )
 from schemas.common import tier_sort_key
 from schemas.replay_report import IgnoredCounts, SkippedRun
+from stream_app import bounded_json
 from stream_app.core.aggregation import drop_status
 from stream_app.core.drop_detector import DETECTORS, Detector, DropState
 from stream_app.core.keys import split_tier_key
@@ -42,7 +42,7 @@ class SubtestStreaks:
     def see(self, payload: bytes) -> None:
         """One event as read."""
         try:
-            event = json.loads(payload)
+            event = bounded_json.loads(payload)
             key = (str(event["experiment_id"]), str(event["tier"]))
             subtest = event.get("subtest")
         except (ValueError, TypeError, KeyError, RecursionError):

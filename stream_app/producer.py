@@ -7,7 +7,6 @@ totals, the drop detectors) equals `stream-app replay` of the file."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Iterable
@@ -15,6 +14,7 @@ from typing import TextIO
 
 from aiokafka import AIOKafkaProducer
 
+from stream_app import bounded_json
 from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
 from stream_app.service.settings import Settings
 
@@ -22,7 +22,7 @@ from stream_app.service.settings import Settings
 def experiment_key(line: bytes) -> bytes | None:
     """The experiment_id as the message key, when the line is an object with one."""
     try:
-        value = json.loads(line)
+        value = bounded_json.loads(line)
     except (ValueError, RecursionError):
         return None
     experiment = value.get("experiment_id") if isinstance(value, dict) else None

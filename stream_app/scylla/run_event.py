@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from schemas.run_completed import RunCompleted
 from schemas.timestamp import format_timestamp
+from stream_app import bounded_json
 from stream_app.scylla.layout import CHECKPOINT_FILE, CONFIG_FILE, RUN_RESULT, RunLocation
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
@@ -70,7 +71,7 @@ def read_json(path: Path) -> Any:
     if len(data) > MAX_FILE_BYTES:
         raise MalformedRun("too_large", f"{path.name} is over {MAX_FILE_BYTES} bytes")
     try:
-        return json.loads(data)
+        return bounded_json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise MalformedRun("invalid_json", f"{path.name}: {exc}") from None
 
@@ -177,7 +178,7 @@ def _model(run_dir: Path, experiment: Experiment) -> str:
         return experiment.models[0]
     try:
         stdout = _object(run_dir / "agent" / "result.json").get("stdout")
-        usage = json.loads(stdout).get("modelUsage") if isinstance(stdout, str) else None
+        usage = bounded_json.loads(stdout).get("modelUsage") if isinstance(stdout, str) else None
     except (MalformedRun, ValueError, AttributeError, RecursionError):
         usage = None
     used = []

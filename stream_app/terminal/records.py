@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -18,6 +17,7 @@ from schemas.aggregates import CumulativeStats, DropStatus, TierAggregate
 from schemas.cross_tier import CrossTierReport, Difference
 from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
+from stream_app import bounded_json
 from stream_app.terminal.text import printable
 
 if TYPE_CHECKING:
@@ -258,8 +258,8 @@ def json_line(record: KafkaRecord) -> str:
     JSON (null for a tombstone); a value that is not JSON is `value_text` when it is UTF-8 text
     and `value_base64` otherwise, so a text record never looks like a JSON string. Not JSON here
     means what would not print as strict JSON: NaN, Infinity, a number beyond a double (`1e999`),
-    a string with a lone surrogate, or nesting deeper than `MAX_JSON_DEPTH` (a fixed bound, so
-    the line is the same on every Python: how deep each can parse differs)."""
+    a string with a lone surrogate, or nesting deeper than `bounded_json.MAX_DEPTH` (the same on
+    every Python)."""
     key = record.key.decode("utf-8", "replace") if record.key is not None else None
     head: dict[str, Any] = {
         "topic": record.topic,
@@ -274,26 +274,8 @@ def json_line(record: KafkaRecord) -> str:
         text = record.value.decode("utf-8")
     except UnicodeDecodeError:
         return _dumps({**head, "value_base64": base64.b64encode(record.value).decode("ascii")})
-    if _nesting_depth(text) > MAX_JSON_DEPTH:
-        return _dumps({**head, "value_text": text})
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=_not_json)
+        value = bounded_json.loads(text, parse_float=_finite, parse_constant=_not_json)
         return _dumps({**head, "value": value})
     except (ValueError, RecursionError):
         return _dumps({**head, "value_text": text})
-
-
-MAX_JSON_DEPTH: Final = 500
-"""The deepest nesting `json_line` prints as JSON: below the recursion limit of every Python."""
-_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)
-_BRACKET: Final = re.compile(r"[\[\]{}]")
-
-
-def _nesting_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in `text`, brackets inside strings aside (an
-    estimate for text that is not JSON, which fails to parse anyway)."""
-    depth = deepest = 0
-    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
-        depth += 1 if bracket.group() in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest

@@ -15,12 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.dead_letter import MessageOrigin
+from stream_app.bounded_json import MAX_DEPTH as MAX_JSON_DEPTH
 from stream_app.cli import main as cli
 from stream_app.commands.tail import TailError, resolve_topic
 from stream_app.core.ingest import evaluate_run, make_dead_letter
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
-from stream_app.terminal.records import MAX_JSON_DEPTH, MODELS, format_record, json_line
+from stream_app.terminal.records import MODELS, format_record, json_line
 from tests.helpers import A_GRADE_DROP, encode, make_event
 
 SETTINGS = load_settings()
