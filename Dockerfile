@@ -1,5 +1,5 @@
-# evalstream worker image: slim, non-root, health-checked on /healthz. Python 3.11: the version
-# the whole suite (live workers and brokers included) runs on; 3.12 and 3.13 pass the unit suite.
+# evalstream worker image: slim, non-root, health-checked on /healthz. Python 3.11: CI runs the
+# whole suite (live workers and brokers included) on it; on 3.12 and 3.13 the unit suite.
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./

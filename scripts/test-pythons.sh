@@ -2,16 +2,49 @@
 # The unit and property tests on every supported CPython other than .venv's own (the supported
 # ones are pyproject.toml's "Programming Language :: Python :: 3.X" classifiers), each in its own
 # .venv-3.X with the dev and embedded extras. An interpreter is python3.X on PATH, else pyenv's
-# newest 3.X. One that is missing is one line and skipped; under CI=true it fails the run.
+# newest final 3.X release; either must really be 3.X. One that is missing is one line and
+# skipped; under CI=true it fails the run.
 #
 #   scripts/test-pythons.sh             prepare the virtualenvs, then run the tests
 #   scripts/test-pythons.sh prepare     only find the interpreters and make the virtualenvs
 #   scripts/test-pythons.sh run         only run the tests (after prepare)
-# With JUNIT_DIR set, each run also writes its JUnit report there (python-3.X.xml).
+#   scripts/test-pythons.sh find 3.X    print the interpreter found for 3.X (status 1: none)
+# With JUNIT_DIR set, each run writes its JUnit report there (python-3.X.xml), after a marker
+# (python-3.X.expected) that says a report is due.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
-[[ $step =~ ^(all|prepare|run)$ ]] || { echo "usage: $0 [prepare|run]" >&2; exit 2; }
+[[ $step =~ ^(all|prepare|run|find)$ ]] || { echo "usage: $0 [prepare|run|find 3.X]" >&2; exit 2; }
+
+find_python() {  # the newest interpreter of version $1 that runs and is that version
+    local version=$1 candidate dir
+    local candidates=() finals=() others=()
+    candidate=$(command -v "python$version" || true)
+    [[ -n $candidate ]] && candidates+=("$candidate")
+    local root=${PYENV_ROOT:-$HOME/.pyenv}
+    if command -v pyenv >/dev/null; then root=$(pyenv root); fi
+    for dir in "$root"/versions/"$version".*; do  # a glob: paths with spaces stay whole
+        [[ -x $dir/bin/python$version ]] || continue
+        if [[ ${dir##*/} =~ ^${version//./\\.}\.[0-9]+$ ]]; then finals+=("$dir"); else others+=("$dir"); fi
+    done
+    # Final releases, newest first, then the rest (release candidates, builds with a suffix).
+    local ordered=()
+    if ((${#finals[@]})); then mapfile -t -O "${#ordered[@]}" ordered < <(printf '%s\n' "${finals[@]}" | sort -V -r); fi
+    if ((${#others[@]})); then mapfile -t -O "${#ordered[@]}" ordered < <(printf '%s\n' "${others[@]}" | sort -V -r); fi
+    for dir in "${ordered[@]}"; do candidates+=("$dir/bin/python$version"); done
+    for candidate in "${candidates[@]}"; do
+        if [[ $("$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) == "$version" ]]; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [[ $step == find ]]; then
+    find_python "${2:?usage: $0 find 3.X}"
+    exit
+fi
 
 main_python=.venv/bin/python
 if [[ ! -x $main_python ]]; then
@@ -29,21 +62,6 @@ print(" ".join(c.removeprefix("Programming Language :: Python :: ") for c in cla
 EOF
 )
 
-find_python() {  # the newest interpreter of version $1 that runs, on PATH or under pyenv
-    local version=$1 candidate
-    local candidates=("$(command -v "python$version" || true)")
-    local root=${PYENV_ROOT:-$HOME/.pyenv}
-    if command -v pyenv >/dev/null; then root=$(pyenv root); fi
-    candidates+=($(ls -d "$root"/versions/"$version".*/bin/"python$version" 2>/dev/null | sort -V -r))
-    for candidate in "${candidates[@]}"; do
-        if [[ -n $candidate ]] && "$candidate" -c 'import sys' >/dev/null 2>&1; then
-            echo "$candidate"
-            return 0
-        fi
-    done
-    return 1
-}
-
 status=0
 for version in $supported; do
     [[ $version == "$main" ]] && continue
@@ -58,22 +76,27 @@ for version in $supported; do
             fi
             continue
         fi
-        if [[ ! -x $venv/bin/python || $venv/.installed -ot pyproject.toml ]]; then
+        if [[ ! -f $venv/.installed || $venv/.installed -ot pyproject.toml ]] ||
+            ! "$venv/bin/python" -c '' 2>/dev/null; then
             echo "Python $version: making $venv with $python"
-            "$python" -m venv "$venv" &&
+            # --clear: a venv whose interpreter went away (a pyenv upgrade) is made anew.
+            "$python" -m venv --clear "$venv" &&
                 "$venv/bin/python" -m pip install --quiet --upgrade pip &&
                 "$venv/bin/python" -m pip install --quiet -e '.[dev,embedded]' &&
                 touch "$venv/.installed" || { echo "Python $version: could not make $venv"; status=1; continue; }
         fi
     fi
     if [[ $step != prepare ]]; then
-        if [[ ! -x $venv/bin/pytest ]]; then
+        if [[ ! -f $venv/.installed ]]; then
             [[ ${CI:-} == true ]] && status=1  # prepare said why
             continue
         fi
-        echo "== the unit and property tests on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())') ($venv) =="
         report=()
-        [[ -n ${JUNIT_DIR:-} ]] && report=(--junitxml "$JUNIT_DIR/python-$version.xml")
+        if [[ -n ${JUNIT_DIR:-} ]]; then
+            touch "$JUNIT_DIR/python-$version.expected"
+            report=(--junitxml "$JUNIT_DIR/python-$version.xml")
+        fi
+        echo "== the unit and property tests on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())') ($venv) =="
         "$venv/bin/pytest" -m "not integration" -q -p no:cacheprovider "${report[@]}" || status=1
     fi
 done

@@ -1,53 +1,80 @@
 #!/usr/bin/env bash
 # The whole suite, as `make test` runs it after lint and tools: the unit and property tests on
-# .venv's Python, then its integration tests while the unit and property tests of every other
-# supported CPython run beside them (scripts/test-pythons.sh; their output follows). Beside,
-# not after: the integration tests mostly wait on brokers and workers, and one after the other
-# the suite would take over 15 minutes on a 2-core machine. It ends with one line that counts
-# every test of every run.
+# .venv's Python (while the other supported CPythons' virtualenvs are made), then its integration
+# tests while the unit and property tests of every other supported CPython run beside them
+# (scripts/test-pythons.sh). Beside, not after: the integration tests mostly wait on brokers and
+# workers, and one after the other the suite would take over 15 minutes on a 2-core machine. It
+# ends with a line for each run and one that counts every test of every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/evalstream-test-suite.XXXXXX")
-others_pid=
-# The other Pythons' tests run in a process group of their own, stopped whole if this ends early.
-trap '[[ -n $others_pid ]] && kill -TERM -- "-$others_pid" 2>/dev/null; rm -rf "$work"' EXIT
+background=()
+# What runs in the background does so in a process group of its own, stopped whole if this ends
+# early (a non-interactive shell's background jobs ignore Ctrl-C).
+stop_background() {
+    local pid
+    for pid in "${background[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+}
+trap 'stop_background; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
-scripts/test-pythons.sh prepare
-prepared=$?
+setsid scripts/test-pythons.sh prepare >"$work/prepare.log" 2>&1 &
+prepare_pid=$!
+background+=("$prepare_pid")
 
+touch "$work/unit.expected"
 .venv/bin/pytest -m "not integration" --junitxml "$work/unit.xml"
 unit=$?
 
+wait "$prepare_pid"
+prepared=$?
+cat "$work/prepare.log"
+
 JUNIT_DIR=$work setsid scripts/test-pythons.sh run >"$work/others.log" 2>&1 &
 others_pid=$!
+background+=("$others_pid")
 
+touch "$work/integration.expected"
 .venv/bin/pytest -m integration --junitxml "$work/integration.xml"
 integration=$?
 
 wait "$others_pid"
 others=$?
-others_pid=
+background=()
 cat "$work/others.log"
 
-verdict() { [[ $1 == 0 ]] && echo passed || echo FAILED; }
 echo
-echo "the unit and property tests on .venv's Python: $(verdict "$unit")"
-echo "the integration tests on .venv's Python: $(verdict "$integration")"
-echo "the unit and property tests on the other supported Pythons: $(verdict $((prepared + others)))"
-.venv/bin/python - "$work"/*.xml <<'EOF'
+grep -h "not found on this machine" "$work/prepare.log"
+.venv/bin/python - "$work" <<'EOF'
+"""A line for each run that was due (a *.expected marker), and one over all of them: tests
+passed, failed (errors included) and skipped; a run that wrote no report counts one failure."""
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
-totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-for path in sys.argv[1:]:
-    for suite in ET.parse(path).getroot().iter("testsuite"):
-        for key in totals:
-            totals[key] += int(suite.get(key, 0))
-failed = totals["failures"] + totals["errors"]
-passed = totals["tests"] - failed - totals["skipped"]
-print(f"suite: {passed} passed, {failed} failed, {totals['skipped']} skipped")
+work = Path(sys.argv[1])
+names = {"unit": ".venv: the unit and property tests", "integration": ".venv: the integration tests"}
+totals = {"passed": 0, "failed": 0, "skipped": 0}
+order = {"unit": 0, "integration": 1}
+for marker in sorted(work.glob("*.expected"), key=lambda p: (order.get(p.stem, 2), p.stem)):
+    label = names.get(marker.stem, f"{marker.stem.replace('-', ' ')}: the unit and property tests")
+    report = marker.with_suffix(".xml")
+    if not report.exists():
+        print(f"{label}: FAILED, the run ended before it wrote its report")
+        totals["failed"] += 1
+        continue
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for suite in ET.parse(report).getroot().iter("testsuite"):
+        for key in counts:
+            counts[key] += int(suite.get(key, 0))
+    failed = counts["failures"] + counts["errors"]
+    passed = counts["tests"] - failed - counts["skipped"]
+    print(f"{label}: {passed} passed, {failed} failed, {counts['skipped']} skipped")
+    totals["passed"] += passed
+    totals["failed"] += failed
+    totals["skipped"] += counts["skipped"]
+print(f"suite: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
 EOF
 for status in "$prepared" "$unit" "$integration" "$others"; do
     [[ $status == 0 ]] || exit 1

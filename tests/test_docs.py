@@ -1,7 +1,7 @@
 """The documentation holds together, checked without a network: README.md is a front door, every
 relative link of it and of docs/*.md reaches a file of the repository and an anchor of that page,
 every alert's runbook link has its section in docs/runbooks.md, every long page starts with
-its contents, every command a page shows runs when pasted in a fresh checkout
+its contents, every command a page shows is written as it runs from a checkout
 (`.venv/bin/stream-app` or a `make` target, never a bare `stream-app`), and no page points
 outside the repository (`../shared/`). External http(s) links are not fetched."""
 

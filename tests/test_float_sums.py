@@ -27,6 +27,15 @@ def integer_sum(call: ast.Call, line: str) -> bool:
     return False
 
 
+def is_builtin_sum(func: ast.expr) -> bool:
+    """`sum` or `builtins.sum`."""
+    if isinstance(func, ast.Attribute):
+        return (
+            func.attr == "sum" and isinstance(func.value, ast.Name) and func.value.id == "builtins"
+        )
+    return isinstance(func, ast.Name) and func.id == "sum"
+
+
 def float_prone_lines(source: str) -> list[int]:
     """The line of every built-in `sum` call in `source` not plainly over integers."""
     lines = source.splitlines()
@@ -34,8 +43,7 @@ def float_prone_lines(source: str) -> list[int]:
         node.lineno
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "sum"
+        and is_builtin_sum(node.func)
         and not integer_sum(node, lines[node.lineno - 1])
     )
 
@@ -60,5 +68,6 @@ def test_the_check_finds_a_float_sum() -> None:
         "c = sum(len(s) for s in ['ab'])\n"
         "d = sum(counts.values())  # ints\n"
         "e = sum([0.1] * 3)\n"
+        "f = builtins.sum([0.1] * 3)\n"
     )
-    assert float_prone_lines(sample) == [1, 5]
+    assert float_prone_lines(sample) == [1, 5, 6]

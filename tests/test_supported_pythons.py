@@ -95,3 +95,47 @@ def test_a_missing_version_fails_under_ci(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "Python 3.99: not found" in done.stdout
     assert "FAILED" in done.stdout
+
+
+def test_find_takes_pyenvs_newest_final_release_of_the_right_version(tmp_path: Path) -> None:
+    """Under a pyenv root with a space in its path: a newer build that is not really 3.X and a
+    release candidate are passed over for the newest final release that is."""
+    version = f"3.{sys.version_info.minor}"
+    (tmp_path / "a checkout").mkdir()
+    checkout = checkout_with(tmp_path / "a checkout", [version])
+    versions = tmp_path / "my home" / ".pyenv" / "versions"
+
+    def interpreter(build: str) -> Path:
+        path = versions / build / "bin" / f"python{version}"
+        path.parent.mkdir(parents=True)
+        return path
+
+    interpreter(f"{version}.1").symlink_to(sys.executable)
+    interpreter(f"{version}.99rc1").symlink_to(sys.executable)
+    impostor = interpreter(f"{version}.7")
+    impostor.write_text("#!/bin/sh\necho 2.7\n")
+    impostor.chmod(0o755)
+    tools = tmp_path / "bin"  # the tools the script uses, and no python3.X on PATH
+    tools.mkdir()
+    for tool in ("dirname", "sort"):
+        (tools / tool).symlink_to(shutil.which(tool) or tool)
+    env = {
+        "PATH": str(tools),
+        "PYENV_ROOT": str(versions.parent),
+        "HOME": str(tmp_path / "my home"),
+    }
+    done = subprocess.run(
+        [
+            shutil.which("bash") or "bash",
+            str(checkout / "scripts" / "test-pythons.sh"),
+            "find",
+            version,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(versions / f"{version}.1" / "bin" / f"python{version}")
