@@ -87,7 +87,7 @@ for version in $supported; do
         fi
     fi
     if [[ $step != prepare ]]; then
-        if [[ ! -f $venv/.installed ]]; then
+        if [[ ! -f $venv/.installed ]] || ! "$venv/bin/python" -c '' 2>/dev/null; then
             [[ ${CI:-} == true ]] && status=1  # prepare said why
             continue
         fi

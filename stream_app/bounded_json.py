@@ -12,32 +12,30 @@ MAX_DEPTH: Final = 500
 """The deepest nesting of arrays and objects taken as JSON: below every Python's parser limit."""
 _STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)
 _BRACKET: Final = re.compile(r"[\[\]{}]")
-_STRING_BYTES: Final = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.S)
-_BRACKET_BYTES: Final = re.compile(rb"[\[\]{}]")
 
 
 class TooDeep(ValueError):
     """JSON nested deeper than `MAX_DEPTH` (a ValueError, as the parser's own refusals)."""
 
 
-def nesting_depth(text: str | bytes) -> int:
+def nesting_depth(text: str) -> int:
     """The deepest nesting of arrays and objects in `text`, brackets inside strings aside (an
     estimate for text that is not JSON, which fails to parse anyway). Linear in its length."""
-    if isinstance(text, bytes):
-        opening = [
-            m.group() in b"[{" for m in _BRACKET_BYTES.finditer(_STRING_BYTES.sub(b"", text))
-        ]
-    else:
-        opening = [m.group() in "[{" for m in _BRACKET.finditer(_STRING.sub("", text))]
     depth = deepest = 0
-    for opens in opening:
-        depth += 1 if opens else -1
+    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
         deepest = max(deepest, depth)
     return deepest
 
 
-def loads(text: str | bytes, **options: Any) -> Any:
-    """`json.loads`, refusing nesting deeper than `MAX_DEPTH` with `TooDeep`."""
+def loads(data: str | bytes, **options: Any) -> Any:
+    """`json.loads`, refusing nesting deeper than `MAX_DEPTH` with `TooDeep`. Bytes are decoded
+    first as `json.loads` decodes them (UTF-8, -16 or -32), so the depth is that of the text."""
+    text = (
+        data.decode(json.detect_encoding(data), "surrogatepass")
+        if isinstance(data, bytes)
+        else data
+    )
     depth = nesting_depth(text)
     if depth > MAX_DEPTH:
         raise TooDeep(f"nested {depth} deep, more than {MAX_DEPTH}")

@@ -31,13 +31,22 @@ def nested(depth: int, inner: str = "1") -> str:
 )
 def test_depth_counts_brackets_outside_strings(text: str, depth: int) -> None:
     assert nesting_depth(text) == depth
-    assert nesting_depth(text.encode()) == depth
 
 
 def test_the_bound_itself_parses_one_more_is_refused() -> None:
     assert bounded_json.loads(nested(MAX_DEPTH)) is not None
     with pytest.raises(TooDeep, match=f"nested {MAX_DEPTH + 1} deep"):
         bounded_json.loads(nested(MAX_DEPTH + 1).encode())
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-le", "utf-32"])
+def test_bytes_are_measured_as_the_text_they_decode_to(encoding: str) -> None:
+    """A UTF-16 file whose text holds U+2200 (a 0x22 byte, a quote in ASCII) is measured right."""
+    document = '{"note": "\u2200 tests pass", "x": ' + nested(2000) + "}"
+    with pytest.raises(TooDeep):
+        bounded_json.loads(document.encode(encoding))
+    shallow = '{"note": "\u2200 tests pass", "x": ' + nested(3) + "}"
+    assert bounded_json.loads(shallow.encode(encoding))["note"] == "\u2200 tests pass"
 
 
 def test_a_deep_field_makes_a_run_file_invalid_json(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Self, TextIO
 
+from stream_app import bounded_json
 from stream_app.observe import LOOPBACK, ObserveError
 from stream_app.observe.config import RUNBOOK_LABEL
 from stream_app.terminal.text import printable
@@ -114,8 +115,8 @@ class AlertReceiver:
 
     def _handle(self, body: bytes) -> bool:
         try:
-            payload = json.loads(body)
-        except ValueError:
+            payload = bounded_json.loads(body)
+        except (ValueError, RecursionError):
             payload = None
         if not isinstance(payload, dict):
             print("observe: the webhook received a body that is not a JSON object", file=sys.stderr)

@@ -38,6 +38,19 @@ SOURCES = {
     "an exception group": "try:\n    pass\nexcept* ValueError:\n    pass\n",
     "unicode names": "naïve = 1\nπ = naïve * 2\n",
     "deep nesting": "x = " + "(" * 150 + "1" + ")" * 150 + "\n",
+    "a format spec with a field": 'def pad(value, width):\n    return f"{value:>{width}s}"\n',
+    "a name with combining marks": "def \u0928\u093e\u092e(x):\n    return x + 1\n",
+    "a form feed before an f-string": 'import os\n\x0c\ndef f(a):\n    return f"{a}!"\n',
+    "classic Mac line ends": "def f(a):\r    return a + 1\r",
+    "a line continued in a string": 'x = f"abc\\\ndef{y}"\n',
+    "PEP 701: a continued line in a field": 'x = f"""{1 + \\\n2}"""\n',
+    "PEP 701: a closing quote across tokens": "x = f'''{'a'''}'''\n",
+    "an elif chain past the depth limit": "if a:\n    pass\n" + "elif a:\n    pass\n" * 150,
+    "an f-string unparse quotes otherwise": "def f(n):\n    return g(f\"{' ' * n}x\")\n",
+}
+PAIRS = {  # (candidate, reference): shapes that moved across versions when scored together
+    "format specs": ("a format spec with a field", "f-string with a format spec"),
+    "f-string dataflow": ("an f-string unparse quotes otherwise", "plain f-string"),
 }
 
 
@@ -54,8 +67,14 @@ def observed() -> dict[str, Any]:
             for name, code in SOURCES.items()
         },
         "pairs": {
-            p["name"]: calculate_code_bleu(p["candidate"], p["reference"]).model_dump()
-            for p in pairs
+            **{
+                p["name"]: calculate_code_bleu(p["candidate"], p["reference"]).model_dump()
+                for p in pairs
+            },
+            **{
+                name: calculate_code_bleu(SOURCES[cand], SOURCES[ref]).model_dump()
+                for name, (cand, ref) in PAIRS.items()
+            },
         },
     }
 
@@ -73,7 +92,7 @@ def test_codebleu_reads_code_as_the_committed_file_says() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [n for n in SOURCES if n.startswith(("PEP 701", "a type", "a generic"))]
+    "name", [n for n in SOURCES if n.startswith(("PEP 701", "a type", "a generic", "an elif"))]
 )
 def test_code_only_newer_pythons_parse_is_not_python_here(name: str) -> None:
     assert parse_module(SOURCES[name]) is None

@@ -12,16 +12,12 @@ from collections import Counter
 
 from stream_app.code_quality.code_bleu.python_grammar import parse_module
 
-MAX_DEPTH = 100
-"""Deeper syntax trees count as not parsing. Code nested this deep is not real code, and the
-limit is explicit so that the result never depends on how much stack the caller has left."""
-
 
 def parse_python(code: str) -> ast.Module | None:
-    """The module without docstrings, or None when the code does not parse as Python 3.11 (on
-    every version: `python_grammar`) or nests deeper than `MAX_DEPTH`."""
+    """The module without docstrings, or None when the code is not Python as CodeBLEU reads it
+    (3.11's grammar on every version, at most `python_grammar.MAX_DEPTH` deep)."""
     tree = parse_module(code)
-    if tree is None or depth(tree) > MAX_DEPTH:
+    if tree is None:
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -34,17 +30,6 @@ def parse_python(code: str) -> ast.Module | None:
             ):
                 node.body = body[1:]
     return tree
-
-
-def depth(tree: ast.AST) -> int:
-    """The syntax tree's depth, measured without recursion."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
-    return deepest
 
 
 def _label(node: ast.AST) -> str:

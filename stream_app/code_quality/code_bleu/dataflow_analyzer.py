@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stream_app.code_quality.code_bleu.ast_matcher import parse_python
+from stream_app.code_quality.code_bleu.python_grammar import render_fstring
 
 WORK_BUDGET = 1_000_000
 """Visited nodes plus copied positions allowed for one side's graph: the largest standard library
@@ -66,7 +67,7 @@ def _leaf(node: ast.AST) -> _Token | None:
     if isinstance(node, ast.Constant):
         return _Token(repr(node.value)[:64], pos, False)
     if isinstance(node, ast.JoinedStr):
-        return _Token(ast.unparse(node)[:64], pos, False)
+        return _Token(render_fstring(node)[:64], pos, False)
     return None
 
 
