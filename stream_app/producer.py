@@ -15,7 +15,8 @@ from typing import TextIO
 from aiokafka import AIOKafkaProducer
 
 from stream_app import bounded_json
-from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.service import topology
+from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
 
 
@@ -41,9 +42,7 @@ async def produce(
     """Feed the input topic (demo, tests, load): send every non-blank line; returns the count."""
     await wait_for_broker(settings)
     if create_topics:
-        from stream_app.service.app import all_topics
-
-        await ensure_topics(settings, all_topics(settings))
+        await topology.create_topics(settings)
     producer = AIOKafkaProducer(**client_kwargs(settings), acks="all", linger_ms=5)
     await producer.start()
     sent = 0

@@ -24,7 +24,8 @@ from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs, may
 from stream_app.scylla.run_event import RunEvent
 from stream_app.scylla.scanner import Counts, Scanner
 from stream_app.scylla.watch_state import WatchState, default_state_path
-from stream_app.service.kafka_client import client_kwargs, ensure_topics, wait_for_broker
+from stream_app.service import topology
+from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
 
 PUBLISH_CHUNK: Final = 500
@@ -146,9 +147,7 @@ class Watcher:
     async def _connect_and_publish(self, stop: asyncio.Event) -> None:
         attempts = ONCE_ATTEMPTS if self.options.once else None
         await wait_for_broker(self.settings, max_attempts=attempts)
-        from stream_app.service.app import all_topics
-
-        await ensure_topics(self.settings, all_topics(self.settings))
+        await topology.create_topics(self.settings)
         producer = AIOKafkaProducer(
             **client_kwargs(self.settings), acks="all", linger_ms=5, request_timeout_ms=10_000
         )

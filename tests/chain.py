@@ -23,6 +23,7 @@ from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
+from stream_app.service.topology import Stages, StatefulStage, build_stages, changelog_topic
 from tests.scenarios import dead_letter_reasons
 
 Hook = Callable[["Chain"], Awaitable[None]]
@@ -106,10 +107,20 @@ class DictTable(dict[bytes, bytes]):
 class Worker:
     """One incarnation of the worker: its stages and tables, from its start to its crash."""
 
-    validate: ValidateStage
-    windows: WindowsStage
-    cross_tier: CrossTierStage
+    stages: Stages
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def validate(self) -> ValidateStage:
+        return self.stages.validate
+
+    @property
+    def windows(self) -> WindowsStage:
+        return self.stages.windows
+
+    @property
+    def cross_tier(self) -> CrossTierStage:
+        return self.stages.cross_tier
 
 
 class Chain:
@@ -128,44 +139,29 @@ class Chain:
         self.cursor = 0
         self.worker = self._start()
 
-    def _changelog(self, stage: type[WindowsStage] | type[CrossTierStage]) -> str:
-        return f"{self.settings.app_id}-{stage.table_name}-changelog"
-
-    def _table(self, stage: type[WindowsStage] | type[CrossTierStage]) -> tuple[DictTable, Outputs]:
-        """A stage's table, recovered from its changelog (the last value of every key), and the
-        outputs its writes go through."""
-        outputs = Outputs(self.broker.send, self.settings, self.exporter)
+    def _table(self, stage: StatefulStage, outputs: Outputs) -> DictTable:
+        """A stage's table, recovered from its changelog (the last value of every key)."""
         n = self.settings.partitions
-        table = DictTable(outputs, self._changelog(stage), lambda k: stage.key_partition(k, n))
-        for partition_log in self.broker.logs.get(self._changelog(stage), {}).values():
+        changelog = changelog_topic(self.settings, stage)
+        table = DictTable(outputs, changelog, lambda k: stage.key_partition(k, n))
+        for partition_log in self.broker.logs.get(changelog, {}).values():
             for key, value in partition_log:
                 assert key is not None
                 if value is None:
                     table.pop(key, None)
                 else:
                     table[key] = value
-        return table, outputs
+        return table
 
     def _start(self) -> Worker:
-        s = self.settings
-        windows_table, windows_out = self._table(WindowsStage)
-        cross_table, cross_out = self._table(CrossTierStage)
-        return Worker(
-            validate=ValidateStage(s, Outputs(self.broker.send, s, self.exporter), self.exporter),
-            windows=WindowsStage(
-                windows_table, self._changelog(WindowsStage), s, windows_out, self.exporter
-            ),
-            cross_tier=CrossTierStage(
-                cross_table, self._changelog(CrossTierStage), s, cross_out, self.exporter
-            ),
-            positions=dict(self.committed),
-        )
+        stages = build_stages(self.settings, self.broker.send, self.exporter, self._table)
+        return Worker(stages, positions=dict(self.committed))
 
     async def recover(self, owned: set[int] | None = None) -> None:
         """What Faust does once a table is recovered: each stateful stage re-publishes the keys
         of the partitions it owns."""
         owned = set(range(self.settings.partitions)) if owned is None else owned
-        for stage in (self.worker.windows, self.worker.cross_tier):
+        for stage in self.worker.stages.stateful:
             await stage.on_recover(owned)
             await stage.outputs.confirm()
 
@@ -178,7 +174,7 @@ class Chain:
     async def rebalance(self, moved: set[int]) -> None:
         """Partitions `moved` go to another worker and come back: revoked (caches and gauges of
         their keys dropped), then every owned partition recovered, as after any rebalance."""
-        for stage in (self.worker.windows, self.worker.cross_tier):
+        for stage in self.worker.stages.stateful:
             stage.on_revoked(moved)
         self.worker.validate.drop_cache()
         await self.recover()
@@ -192,8 +188,7 @@ class Chain:
             loop_free.setdefault(partition, []).append((key, line))
 
     def _sources(self) -> list[tuple[str, Any]]:
-        t, w = self.settings.topics, self.worker
-        return [(t.input, w.validate), (t.runs_by_tier, w.windows), (t.aggregates, w.cross_tier)]
+        return [(topic, stage) for _, topic, stage in self.worker.stages.wired(self.settings)]
 
     async def step(self) -> bool:
         """One batch from the next source partition with input, round robin over the three

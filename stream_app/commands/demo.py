@@ -41,7 +41,8 @@ from stream_app.ports import free_port, port_open
 from stream_app.processes import stop_signals
 from stream_app.processes.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.producer import produce
-from stream_app.service.kafka_client import ensure_topics, groupless_consumer, wait_for_broker
+from stream_app.service import topology
+from stream_app.service.kafka_client import groupless_consumer, wait_for_broker
 from stream_app.service.settings import Settings
 from stream_app.synthetic import scenario, synthetic_lines
 from stream_app.terminal.live_table import LiveState, render
@@ -173,9 +174,7 @@ async def _run(
         raise DemoError(
             f"broker {settings.broker_url} not reached within --duration {options.duration:g} s"
         ) from None
-    from stream_app.service.app import all_topics
-
-    await ensure_topics(settings, all_topics(settings))
+    await topology.create_topics(settings)
     worker.start()
     print("waiting for the worker to join the group…", flush=True)
     await _wait_ready(worker)

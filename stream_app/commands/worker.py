@@ -44,16 +44,11 @@ def check_port_free(host: str, port: int) -> None:
 async def prepare(settings: Settings) -> Settings:
     """Wait for the broker and create the topics, so the worker starts against a ready cluster;
     the settings with the broker's kind told."""
-    from stream_app.service.app import all_topics, source_topics
-    from stream_app.service.kafka_client import (
-        check_reads,
-        ensure_topics,
-        resolve_broker,
-        wait_for_broker,
-    )
+    from stream_app.service.kafka_client import check_reads, resolve_broker, wait_for_broker
+    from stream_app.service.topology import create_topics, source_topics
 
     await wait_for_broker(settings)
-    created = await ensure_topics(settings, all_topics(settings))
+    created = await create_topics(settings)
     if created:
         log.info("created topics: %s", ", ".join(created))
     await check_reads(settings, source_topics(settings), settings.app_id)

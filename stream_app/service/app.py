@@ -29,8 +29,8 @@ from stream_app.service.query_api import QueryAnswers, QueryApi
 from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.table_stage import TableStage
-from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
+from stream_app.service.topology import StatefulStage, build_stages
 from stream_app.service.web import Health, install_pages
 
 log = logging.getLogger(__name__)
@@ -73,52 +73,42 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
         )
         return result
 
-    windows_table = app.Table(WindowsStage.table_name, partitions=n, **TABLE)
-    experiments_table = app.Table(CrossTierStage.table_name, partitions=n, **TABLE)
-    validate = ValidateStage(settings, Outputs(send, settings, exporter), exporter)
+    faust_tables: dict[str, Any] = {}
 
-    def stateful(stage: type[T], table: Any) -> T:
-        """A stage over `table`, whose changelog writes are confirmed with its other sends."""
-        outputs = Outputs(send, settings, exporter)
-        changelog = ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
-        return stage(changelog, changelog.changelog, settings, outputs, exporter)
+    def table_of(stage: StatefulStage, outputs: Outputs) -> ChangelogTable:
+        """A stage's Faust table, whose changelog writes are confirmed with its other sends."""
+        table = faust_tables[stage.table_name] = app.Table(stage.table_name, partitions=n, **TABLE)
+        return ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
 
-    windows = stateful(WindowsStage, windows_table)
+    stages = build_stages(settings, send, exporter, table_of)
+    validate, windows, _ = stages
     input_topics = {topics.input, topics.runs_by_tier}
     windows.lagging = lambda: exporter.consumer_lag.behind(input_topics, settings.batch_max_events)
-    cross_tier = stateful(CrossTierStage, experiments_table)
     # Output topics are written through the producer directly (see `send`) and created by the
     # worker's start-up (`ensure_topics`), so they need no Faust topic objects.
-    sources: dict[str, Stage] = {
-        topics.input: validate,
-        topics.runs_by_tier: windows,
-        topics.aggregates: cross_tier,
-    }
-    batch: dict[str, Any] = {"max_": settings.batch_max_events, "within": settings.batch_within_s}
-    for topic, stage in sources.items():
-        # The windows hop takes bundles (about a hundred runs each), fewer per batch.
-        take = batch if stage is not windows else {**batch, "max_": windows_batch_max(settings)}
-        agent_of(app, app.topic(topic, partitions=n, **RAW), stage, take, exporter)
+    sources: dict[str, Stage] = {}
+    for hop, source, hop_stage in stages.wired(settings):
+        take = {"max_": hop.batch_max(settings), "within": settings.batch_within_s}
+        agent_of(app, app.topic(source, partitions=n, **RAW), hop_stage, take, exporter)
+        sources[source] = hop_stage
     exporter.declare(
         stages=[s.name for s in sources.values()],
-        tables=[windows.table_name, cross_tier.table_name],
+        tables=[s.table_name for s in stages.stateful],
     )
 
-    health = Health([windows.table_name, cross_tier.table_name])
-    recoverable = (
-        (windows_table, windows, topics.runs_by_tier),
-        (experiments_table, cross_tier, topics.aggregates),
-    )
-    for table, stage, topic in recoverable:
-        table.on_recover(recovery_of(app, stage, topic, health))
+    health = Health([s.table_name for s in stages.stateful])
+    for topic, stage in sources.items():
+        if isinstance(stage, TableStage):
+            faust_tables[stage.table_name].on_recover(recovery_of(app, stage, topic, health))
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def forget_revoked(app_: Any, revoked: set[Any], **_: Any) -> None:
         """Drop caches and the gauge series of every key this worker no longer owns."""
         health.recovered.clear()
         validate.drop_cache()
-        windows.on_revoked({tp.partition for tp in revoked if tp.topic == topics.runs_by_tier})
-        cross_tier.on_revoked({tp.partition for tp in revoked if tp.topic == topics.aggregates})
+        for topic, stage in sources.items():
+            if isinstance(stage, TableStage):
+                stage.on_revoked({tp.partition for tp in revoked if tp.topic == topic})
 
     install_timers(app, settings, exporter, windows=windows, health=health, sources=set(sources))
     install_pages(app, health, exporter)
@@ -161,13 +151,6 @@ def install_timers(
             log.info("retired %d idle experiments, e.g. %s", len(retired), retired[0])
 
 
-def windows_batch_max(settings: Settings) -> int:
-    """Bundles per windows batch: a tenth of `batch_max_events`. Under a backlog a batch then holds
-    up to about ten times `batch_max_events` runs, so that a key's runs meet in one aggregate (the
-    stage's main cost), and not the thousand times more that as many bundles could hold."""
-    return max(1, settings.batch_max_events // 10)
-
-
 def agent_of(
     app: faust.App, topic: Any, stage: Stage, batch: dict[str, Any], exporter: Exporter
 ) -> None:
@@ -203,21 +186,3 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
 def owned_partitions(app: faust.App, topic: str) -> set[int]:
     """The partitions of `topic` assigned to this worker as active (not standby)."""
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
-
-
-def source_topics(settings: Settings) -> list[str]:
-    """The topics the worker reads: its three sources and its tables' changelogs."""
-    t = settings.topics
-    tables = (WindowsStage.table_name, CrossTierStage.table_name)
-    return [
-        t.input,
-        t.runs_by_tier,
-        t.aggregates,
-        *(f"{settings.app_id}-{n}-changelog" for n in tables),
-    ]
-
-
-def all_topics(settings: Settings) -> list[str]:
-    """Every topic the worker reads or writes (created at start-up)."""
-    t = settings.topics
-    return [t.input, t.dead_letter, t.runs_by_tier, t.aggregates, t.grade_changes, t.cross_tier]

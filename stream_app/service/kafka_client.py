@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from typing import Any, Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -318,12 +318,13 @@ async def resolve_broker(settings: Settings) -> Settings:
     return settings.model_copy(update={"broker_kind": kind, "fetch_max_wait_s": wait})
 
 
-async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
-    """Create missing topics with `partitions` and `replication_factor`, the latest-value ones
-    (`tier-aggregates`, `cross-tier-reports`: a consumer wants the last message per key, and a
-    retired key's tombstone) compacted; return those created. Topics that exist are left as they
-    are. ACLs that forbid it are a BrokerRefused. Faust creates its tables' changelogs, compacted,
-    itself."""
+async def ensure_topics(
+    settings: Settings, names: Iterable[str], compacted: Collection[str] = ()
+) -> list[str]:
+    """Create missing topics with `partitions` and `replication_factor`, those in `compacted`
+    compacted (`topology.create_topics` names the worker's); return those created. Topics that
+    exist are left as they are. ACLs that forbid it are a BrokerRefused. Faust creates its
+    tables' changelogs, compacted, itself."""
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
@@ -332,14 +333,13 @@ async def ensure_topics(settings: Settings, names: Iterable[str]) -> list[str]:
         if not missing:
             return []
         with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
-            latest_value = {settings.topics.aggregates, settings.topics.cross_tier}
             response = await admin.create_topics(
                 [
                     NewTopic(
                         n,
                         settings.partitions,
                         settings.replication_factor,
-                        topic_configs={"cleanup.policy": "compact"} if n in latest_value else {},
+                        topic_configs={"cleanup.policy": "compact"} if n in compacted else {},
                     )
                     for n in missing
                 ]

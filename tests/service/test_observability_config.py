@@ -266,8 +266,8 @@ def test_compose_stack_is_wired() -> None:
     assert hosts <= set(services), hosts - set(services)
     # Every topic evalstream uses exists before the workers start.
     created = re.findall(r"^\s*t (\S+)", services["kafka-init"]["command"][0], re.M)
-    from stream_app.service.app import all_topics
     from stream_app.service.settings import load_settings
+    from stream_app.service.topology import all_topics
 
     assert set(all_topics(load_settings())) <= set(created)
 

@@ -7,10 +7,11 @@ from pathlib import Path
 import faust
 import pytest
 
-from stream_app.service.app import all_topics, create_app
+from stream_app.service.app import create_app
 from stream_app.service.kafka_client import client_kwargs, faust_credentials
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import ConfigError, load_settings
+from stream_app.service.topology import all_topics
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -114,7 +115,10 @@ def test_a_producer_batch_never_exceeds_the_broker_message_limit() -> None:
 
 
 def test_the_windows_agent_takes_bundles_a_tenth_as_many_per_batch() -> None:
-    from stream_app.service.app import windows_batch_max
+    from stream_app.service.topology import HOPS
 
-    assert windows_batch_max(load_settings(batch_max_events=1000)) == 100
-    assert windows_batch_max(load_settings(batch_max_events=5)) == 1
+    windows = next(hop for hop in HOPS if hop.source == "runs_by_tier")
+    assert windows.batch_max(load_settings(batch_max_events=1000)) == 100
+    assert windows.batch_max(load_settings(batch_max_events=5)) == 1
+    others = [hop.batch_max(load_settings(batch_max_events=1000)) for hop in HOPS if hop != windows]
+    assert others == [1000, 1000]

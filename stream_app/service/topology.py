@@ -1,0 +1,141 @@
+"""The worker's topology, declared once: its topics and their facts, and its hops (the topic a
+stage reads, the stage, its table). The worker (`app.create_app`) and the in-memory chain of the
+tests both build their stages from `build_stages`; a new hop is one more `Hop` here
+(docs/architecture.md, 'Topology')."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, NamedTuple
+
+from stream_app.service.exporter import Exporter
+from stream_app.service.kafka_client import ensure_topics
+from stream_app.service.outputs import Outputs, Send
+from stream_app.service.settings import Settings
+from stream_app.service.stages.cross_tier import CrossTierStage
+from stream_app.service.stages.table_stage import StateTable, TableStage
+from stream_app.service.stages.validate import ValidateStage
+from stream_app.service.stages.windows import WindowsStage
+
+TopicRole = Literal[
+    "input", "dead_letter", "runs_by_tier", "aggregates", "grade_changes", "cross_tier"
+]
+"""A topic by what it carries: the field of `settings.topics` that names it."""
+StatefulStage = type[WindowsStage] | type[CrossTierStage]
+
+
+@dataclass(frozen=True)
+class Topic:
+    """What the worker knows of one of its topics."""
+
+    role: TopicRole
+    latest_value: bool = False
+    """Compacted: a consumer wants the last message per key, and a retired key's tombstone."""
+
+
+TOPICS: Final = (
+    Topic("input"),
+    Topic("dead_letter"),
+    Topic("runs_by_tier"),
+    Topic("aggregates", latest_value=True),
+    Topic("grade_changes"),
+    Topic("cross_tier", latest_value=True),
+)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One hop: the topic its stage reads, and the stage (with a table when it is stateful)."""
+
+    source: TopicRole
+    stage: type[ValidateStage] | StatefulStage
+    batch_share: int = 1
+    """Its batches take `batch_max_events // batch_share` records: the windows hop reads
+    bundles (about a hundred runs each), so a tenth as many."""
+
+    def batch_max(self, settings: Settings) -> int:
+        """Records per batch of this hop."""
+        return max(1, settings.batch_max_events // self.batch_share)
+
+
+HOPS: Final = (
+    Hop("input", ValidateStage),
+    Hop("runs_by_tier", WindowsStage, batch_share=10),
+    Hop("aggregates", CrossTierStage),
+)
+STATEFUL: Final[tuple[StatefulStage, ...]] = (WindowsStage, CrossTierStage)
+"""The stages with a table, in recovery order."""
+
+
+def topic(settings: Settings, role: TopicRole) -> str:
+    """The name of the topic that carries `role`."""
+    name: str = getattr(settings.topics, role)
+    return name
+
+
+def all_topics(settings: Settings) -> list[str]:
+    """Every topic the worker reads or writes (created at start-up)."""
+    return [topic(settings, t.role) for t in TOPICS]
+
+
+def latest_value_topics(settings: Settings) -> set[str]:
+    """The topics created compacted."""
+    return {topic(settings, t.role) for t in TOPICS if t.latest_value}
+
+
+async def create_topics(settings: Settings) -> list[str]:
+    """Create the worker's topics that are missing, the latest-value ones compacted; return
+    those created."""
+    return await ensure_topics(settings, all_topics(settings), latest_value_topics(settings))
+
+
+def changelog_topic(settings: Settings, stage: StatefulStage) -> str:
+    """The changelog of a stage's table (Faust's name for it)."""
+    return f"{settings.app_id}-{stage.table_name}-changelog"
+
+
+def source_topics(settings: Settings) -> list[str]:
+    """The topics the worker reads: its hops' sources and its tables' changelogs."""
+    return [topic(settings, h.source) for h in HOPS] + [
+        changelog_topic(settings, stage) for stage in STATEFUL
+    ]
+
+
+class Stages(NamedTuple):
+    """The worker's stages, one per hop."""
+
+    validate: ValidateStage
+    windows: WindowsStage
+    cross_tier: CrossTierStage
+
+    def wired(self, settings: Settings) -> list[tuple[Hop, str, ValidateStage | TableStage[Any]]]:
+        """(hop, topic it reads, its stage) for every hop, in the topology's order."""
+        stages = {type(stage): stage for stage in self}
+        return [(hop, topic(settings, hop.source), stages[hop.stage]) for hop in HOPS]
+
+    @property
+    def stateful(self) -> Sequence[TableStage[Any]]:
+        """The stages with a table, in recovery order."""
+        return (self.windows, self.cross_tier)
+
+
+TableOf = Callable[[StatefulStage, Outputs], StateTable]
+"""How a composer gives a stateful stage its table, whose writes go through `Outputs`."""
+
+
+def build_stages(settings: Settings, send: Send, exporter: Exporter, table_of: TableOf) -> Stages:
+    """Every stage of the topology over `send`, each with outputs of its own (a stage confirms
+    what it sent), the stateful ones over the tables `table_of` makes."""
+
+    def stateful(stage: StatefulStage) -> Any:
+        outputs = Outputs(send, settings, exporter)
+        return stage(
+            table_of(stage, outputs), changelog_topic(settings, stage), settings, outputs, exporter
+        )
+
+    return Stages(
+        validate=ValidateStage(settings, Outputs(send, settings, exporter), exporter),
+        windows=stateful(WindowsStage),
+        cross_tier=stateful(CrossTierStage),
+    )
