@@ -46,6 +46,8 @@ SOURCES = {
     "PEP 701: a continued line in a field": 'x = f"""{1 + \\\n2}"""\n',
     "PEP 701: a closing quote across tokens": "x = f'''{'a'''}'''\n",
     "an elif chain past the depth limit": "if a:\n    pass\n" + "elif a:\n    pass\n" * 150,
+    "PEP 701: format specs nested two deep": 'x = f"{a:{b:>{c}}}"\n',
+    "format specs nested once, dict and slice": 'x = f"{ {1: 2}[1]:{w}} {a[1:2]:>{w}.{p}f}"\n',
     "an f-string unparse quotes otherwise": "def f(n):\n    return g(f\"{' ' * n}x\")\n",
 }
 PAIRS = {  # (candidate, reference): shapes that moved across versions when scored together

@@ -134,22 +134,52 @@ def _raw_tokens(code: str) -> list[tokenize.TokenInfo] | None:
         return tokens
     lines = list(iter(io.StringIO(code).readline, ""))  # as tokenize counts them
     merged: list[tokenize.TokenInfo] = []
-    stack: list[tuple[tokenize.TokenInfo, list[tokenize.TokenInfo]]] = []  # start, own middles
-    for token in tokens:
+    stack: list[tuple[tokenize.TokenInfo, list[tokenize.TokenInfo], _Fields]] = []
+    for token in tokens:  # an open f-string: its start, its own literal parts, its fields
         if token.type == tokenize.FSTRING_START:
-            stack.append((token, []))
+            stack.append((token, [], _Fields()))
         elif token.type == tokenize.FSTRING_MIDDLE and stack:
             stack[-1][1].append(token)
         elif token.type == tokenize.FSTRING_END and stack:
-            start, middles = stack.pop()
+            start, middles, _ = stack.pop()
             if not _fits_311(lines, start, middles, token):
                 return None
             if not stack:
                 text = _source(lines, start.start, token.end)
                 merged.append(token._replace(type=tokenize.STRING, string=text, start=start.start))
-        elif not stack:
+        elif stack:
+            if token.type == tokenize.OP and not stack[-1][2].step(token.string):
+                return None
+        else:
             merged.append(token)
     return merged
+
+
+class _Fields:
+    """The replacement fields open in one f-string, followed operator by operator, to refuse
+    what 3.11 does: a field in the format spec of a field that is itself in a format spec."""
+
+    def __init__(self) -> None:
+        self.open: list[list[int]] = []  # per open field: [brackets open in it, in its spec]
+
+    def step(self, op: str) -> bool:
+        """Take one operator inside the f-string; False when 3.11 would refuse the nesting."""
+        top = self.open[-1] if self.open else None
+        if op == "{" and (top is None or top[1]):
+            self.open.append([0, 0])
+            return sum(spec for _, spec in self.open[:-1]) < 2
+        if top is None:
+            return True
+        if op in "([{":
+            top[0] += 1
+        elif op in ")]}":
+            if top[0]:
+                top[0] -= 1
+            elif op == "}":
+                self.open.pop()
+        elif op == ":" and not top[0]:
+            top[1] = 1
+        return True
 
 
 def _fits_311(
