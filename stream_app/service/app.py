@@ -12,7 +12,7 @@ import gc
 import logging
 from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import faust
 from faust.types import StreamT
@@ -34,7 +34,6 @@ from stream_app.service.topology import StatefulStage, build_stages
 from stream_app.service.web import Health, install_pages
 
 log = logging.getLogger(__name__)
-T = TypeVar("T", bound=TableStage[Any])
 
 RAW: dict[str, Any] = {
     "key_type": bytes,
@@ -85,7 +84,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
     input_topics = {topics.input, topics.runs_by_tier}
     windows.lagging = lambda: exporter.consumer_lag.behind(input_topics, settings.batch_max_events)
     # Output topics are written through the producer directly (see `send`) and created by the
-    # worker's start-up (`ensure_topics`), so they need no Faust topic objects.
+    # worker's start-up (`topology.create_topics`), so they need no Faust topic objects.
     sources: dict[str, Stage] = {}
     for hop, source, hop_stage in stages.wired(settings):
         take = {"max_": hop.batch_max(settings), "within": settings.batch_within_s}

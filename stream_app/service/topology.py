@@ -1,7 +1,7 @@
 """The worker's topology, declared once: its topics and their facts, and its hops (the topic a
 stage reads, the stage, its table). The worker (`app.create_app`) and the in-memory chain of the
-tests both build their stages from `build_stages`; a new hop is one more `Hop` here
-(docs/architecture.md, 'Topology')."""
+tests both build their stages from `build_stages`; a new hop is a `Hop` and a field of `Stages`,
+here and nowhere else (docs/architecture.md, 'Topology')."""
 
 from __future__ import annotations
 
@@ -51,8 +51,10 @@ class Hop:
     source: TopicRole
     stage: type[ValidateStage] | StatefulStage
     batch_share: int = 1
-    """Its batches take `batch_max_events // batch_share` records: the windows hop reads
-    bundles (about a hundred runs each), so a tenth as many."""
+    """Its batches take `batch_max_events // batch_share` records. The windows hop reads bundles
+    (about a hundred runs each): a tenth as many keep a backlog's batch near ten times
+    `batch_max_events` runs, enough for a key's runs to meet in one aggregate (the stage's main
+    cost), not the thousand times more that as many bundles could hold."""
 
     def batch_max(self, settings: Settings) -> int:
         """Records per batch of this hop."""
