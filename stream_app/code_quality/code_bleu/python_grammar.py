@@ -167,7 +167,7 @@ class _Fields:
         top = self.open[-1] if self.open else None
         if op == "{" and (top is None or top[1]):
             self.open.append([0, 0])
-            return sum(spec for _, spec in self.open[:-1]) < 2
+            return sum(1 for _, spec in self.open[:-1] if spec) < 2
         if top is None:
             return True
         if op in "([{":
