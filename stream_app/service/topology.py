@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, cast
 
 from stream_app.service.exporter import Exporter
 from stream_app.service.kafka_client import ensure_topics
@@ -66,8 +66,10 @@ HOPS: Final = (
     Hop("runs_by_tier", WindowsStage, batch_share=10),
     Hop("aggregates", CrossTierStage),
 )
-STATEFUL: Final[tuple[StatefulStage, ...]] = (WindowsStage, CrossTierStage)
-"""The stages with a table, in recovery order."""
+STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
+    cast(StatefulStage, hop.stage) for hop in HOPS if issubclass(hop.stage, TableStage)
+)
+"""The stages with a table, in the hops' order (their recovery order)."""
 
 
 def topic(settings: Settings, role: TopicRole) -> str:
@@ -118,8 +120,8 @@ class Stages(NamedTuple):
 
     @property
     def stateful(self) -> Sequence[TableStage[Any]]:
-        """The stages with a table, in recovery order."""
-        return (self.windows, self.cross_tier)
+        """The stages with a table, in the hops' order (their recovery order)."""
+        return tuple(stage for stage in self if isinstance(stage, TableStage))
 
 
 TableOf = Callable[[StatefulStage, Outputs], StateTable]
