@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from schemas.common import OUTPUT_MODEL_CONFIG, DropDetector
 from schemas.replay_report import IgnoredCounts, SkippedRun
+from schemas.suites import SuiteTier
 
 BacktestWhy = Literal["warming_up", "no_drop", "paged"]
 """Why a tier has no page, or what it is: `warming_up` (fewer reference runs than
@@ -31,7 +32,8 @@ class BacktestDesign(BaseModel):
 
 
 class BacktestPage(BaseModel):
-    """A page the worker would have raised (TierDropped)."""
+    """A page the worker would have raised: TierDropped (scope "experiment") or SuiteDropped
+    (scope "suite", with no experiment)."""
 
     model_config = OUTPUT_MODEL_CONFIG
 
@@ -39,7 +41,9 @@ class BacktestPage(BaseModel):
         description="The run whose arrival raised the page: its 1-based physical line in the "
         "file, or for directories its position in window order."
     )
-    experiment_id: str
+    scope: Literal["experiment", "suite"]
+    suite: str
+    experiment_id: str | None
     tier: str
     run_id: str
     detector: DropDetector
@@ -89,6 +93,9 @@ class BacktestReport(BaseModel):
     )
     pages: list[BacktestPage] = Field(description="By line.")
     tiers: list[BacktestTier] = Field(description="Sorted by experiment, then numeric tier.")
+    suites: list[SuiteTier] = Field(
+        default_factory=list, description="Sorted by suite, then numeric tier."
+    )
     notes: list[str] = Field(
         default_factory=list,
         description="What about the history weakens the detectors' guarantees: runs of the same "

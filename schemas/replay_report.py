@@ -9,6 +9,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from schemas.aggregates import TierAggregate
 from schemas.common import OUTPUT_MODEL_CONFIG, RejectReason
 from schemas.cross_tier import CrossTierReport
+from schemas.suites import SuiteTier
 
 
 class ReplayRejection(BaseModel):
@@ -58,6 +59,9 @@ class ReplayReport(BaseModel):
 
     tiers: list[TierAggregate] = Field(description="Sorted by experiment, then numeric tier.")
     cross_tier: list[CrossTierReport] = Field(description="Sorted by experiment.")
+    suites: list[SuiteTier] = Field(
+        default_factory=list, description="Sorted by suite, then numeric tier."
+    )
     rejected: list[ReplayRejection]
     ignored: IgnoredCounts
     retired: list[RetiredExperiment] = Field(

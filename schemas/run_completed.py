@@ -98,6 +98,12 @@ class RunCompleted(BaseModel):
         min_length=1, max_length=200, description="The model; key of the pricing table."
     )
     subtest: str | None = Field(default=None, max_length=200)
+    suite: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The suite: experiments of one agent watched together. Default: `model`.",
+    )
     run_number: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     passed: bool
     judgment: Judgment

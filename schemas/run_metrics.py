@@ -18,6 +18,8 @@ class RunMetrics(BaseModel):
     experiment_id: str
     tier: str
     model: str
+    suite: str = Field(description="The event's `suite`, or its `model` without one.")
+    subtest: str | None = Field(default=None, description="The event's subtest, if any.")
     completed_at: AwareDatetime
     pass_rate: float
     impl_rate: float

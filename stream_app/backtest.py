@@ -18,7 +18,7 @@ from schemas.common import tier_sort_key
 from schemas.replay_report import IgnoredCounts, SkippedRun
 from stream_app import bounded_json
 from stream_app.core.aggregation import drop_status
-from stream_app.core.drop_detector import DETECTORS, Detector, DropState
+from stream_app.core.drop_detector import DETECTORS, STRATUM_RUNS, Detector, DropState
 from stream_app.core.keys import split_tier_key
 from stream_app.core.replay import Replay
 from stream_app.core.tier_state import TierState
@@ -30,9 +30,9 @@ _NAMES = {"pass_rate": "pass rate", "score": "score"}
 
 class SubtestStreaks:
     """How often a tier's next run is of the subtest its last run was (ProjectScylla runs each
-    subtest's repeats back to back): the detectors' false-page rate assumes runs independent of
-    their order, and subtests of different difficulty in streaks weaken it. Fed every event's
-    bytes as the history is read; an event it cannot read is not its business (replay says)."""
+    subtest's repeats back to back): each subtest is measured against its own reference, so a
+    team should know that a subtest is watched only once it has STRATUM_RUNS runs. Fed every
+    event's bytes as the history is read; an event it cannot read is not its business."""
 
     def __init__(self) -> None:
         self.last: dict[tuple[str, str], str] = {}
@@ -66,9 +66,9 @@ class SubtestStreaks:
         example = "/".join(streaky[0])
         return [
             f"in {len(streaky)} tier(s) (e.g. {example}) runs of the same subtest come back to "
-            f"back, {streak:.1f} in a row on average: the stated false-page rate assumes runs "
-            "independent of their order, and subtests of different difficulty in a row look like "
-            "a drop (docs/statistics.md, 'The evidence and the threshold')"
+            f"back, {streak:.1f} in a row on average: each subtest is measured against its own "
+            f"reference, and is watched once that has {STRATUM_RUNS} runs (docs/statistics.md, "
+            "'Subtests: a reference per stratum')"
         ]
 
 
@@ -82,6 +82,8 @@ def backtest_report(
     pages = [
         BacktestPage(
             line=p.line,
+            scope=p.scope,
+            suite=p.suite,
             experiment_id=p.experiment_id,
             tier=p.tier,
             run_id=p.run_id,
@@ -89,7 +91,7 @@ def backtest_report(
         )
         for p in replay.pages
     ]
-    paged = Counter((p.experiment_id, p.tier) for p in pages)
+    paged = Counter((p.experiment_id or "", p.tier) for p in pages if p.scope == "experiment")
     keys = sorted(
         replay.tiers, key=lambda k: (split_tier_key(k)[0], tier_sort_key(split_tier_key(k)[1]))
     )
@@ -110,12 +112,12 @@ def backtest_report(
         skipped_runs=skipped or [],
         pages=pages,
         tiers=tiers,
+        suites=replay.suite_tiers(),
         notes=notes or [],
     )
 
 
 def _tier(state: TierState, replay: Replay, paged: Counter[tuple[str, str]]) -> BacktestTier:
-    design = replay.config.drop_design
     status = drop_status(state.drop, replay.config)
     runs = state.totals.runs
     pages = paged[(state.experiment_id, state.tier)]
@@ -125,9 +127,7 @@ def _tier(state: TierState, replay: Replay, paged: Counter[tuple[str, str]]) -> 
         tier=state.tier,
         runs=runs,
         reference_runs=status.reference_runs,
-        # Every run of the warm-up feeds the reference, so monitoring began after exactly
-        # warmup_runs accepted runs.
-        monitored_runs=max(0, runs - design.warmup_runs) if status.monitoring else 0,
+        monitored_runs=state.drop.watched,
         monitoring=status.monitoring,
         dropped=status.dropped,
         pass_rate_reference=status.pass_rate_reference,
@@ -151,7 +151,7 @@ def render_pages(report: BacktestReport, unit: str = "line") -> list[str]:
         return ["no pages"]
     width = len(str(report.pages[-1].line))
     return [
-        f"page  {unit} {p.line:>{width}}  {_tier_name(p.experiment_id, p.tier)}  "
+        f"page  {unit} {p.line:>{width}}  {_page_name(p)}  "
         f"run {printable(p.run_id)}  {_NAMES[p.detector]}"
         for p in report.pages
     ]
@@ -174,6 +174,8 @@ def _why(tier: BacktestTier, report: BacktestReport, unit: str) -> str:
     warmup = report.design.warmup_runs
     if not tier.monitoring:
         return f"warming up ({tier.reference_runs} of {warmup} reference runs): not monitored yet"
+    if tier.why == "no_drop" and not tier.monitored_runs:
+        return f"no subtest has {STRATUM_RUNS} reference runs yet: no run watched"
     monitored = f"monitored for {tier.monitored_runs} runs"
     unwatched = [_NAMES[d] for d in DETECTORS if d not in tier.watched]
     blind = f"; {' and '.join(unwatched)} not watched (reference at 0)" if unwatched else ""
@@ -192,6 +194,28 @@ def _why(tier: BacktestTier, report: BacktestReport, unit: str) -> str:
 def _evidence(tier: BacktestTier) -> str:
     pass_rate, score = (round(100 * tier.evidence[d]) for d in DETECTORS)
     return f"pass-rate evidence {pass_rate} % of the threshold, score {score} %"
+
+
+def _page_name(page: BacktestPage) -> str:
+    if page.experiment_id is None:
+        return f"suite {printable(page.suite)}/{printable(page.tier)}"
+    return _tier_name(page.experiment_id, page.tier)
+
+
+def render_suites(report: BacktestReport) -> list[str]:
+    """One row per suite's tier: its experiments and runs, and whether it paged."""
+    rows = []
+    for s in report.suites:
+        pages = sum(
+            1 for p in report.pages if p.scope == "suite" and (p.suite, p.tier) == (s.suite, s.tier)
+        )
+        state = "DROPPED" if s.drop.dropped else "no drop now"
+        evidence = ", ".join(f"{_NAMES[d]} {round(100 * v)} %" for d, v in s.drop.evidence.items())
+        rows.append(
+            f"suite {printable(s.suite)}/{printable(s.tier)}  {s.experiments} experiments, "
+            f"{s.runs} runs  {pages} page{'' if pages == 1 else 's'}, {state} ({evidence})"
+        )
+    return rows
 
 
 def _tier_name(experiment_id: str, tier: str) -> str:
@@ -214,6 +238,13 @@ def render(report: BacktestReport, unit: str = "line") -> str:
         f"tiers, {report.runs} runs ({report.rejected} rejected, "
         f"{report.ignored.duplicate + report.ignored.late} ignored)"
     )
-    lines = [*render_pages(report, unit), "", *header, *render_tiers(report, unit), "", totals]
+    suites = render_suites(report)
+    suites = (
+        ["", "suites (every experiment of the suite pooled; evidence as above):", *suites]
+        if suites
+        else []
+    )
+    lines = [*render_pages(report, unit), "", *header, *render_tiers(report, unit), *suites]
+    lines += ["", totals]
     lines += [f"note: {printable(note)}" for note in report.notes]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,9 @@ from schemas.run_completed import TokenUsage
 from stream_app.metrics.pricing import DEFAULT_PRICING
 
 TIERS = tuple(f"T{i}" for i in range(7))
+SUBTESTS: Final = 5
+"""Each tier's runs go through its subtests in turn, one run each (epoch by epoch). Few, so
+that every subtest is watched early: each needs ten reference runs of its own."""
 MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "gpt-4o")
 
 
@@ -139,7 +142,7 @@ def synthetic_events(
             "experiment_id": experiment,
             "tier": tier,
             "model": model,
-            "subtest": f"{(i // len(keys)) % 25:02d}",
+            "subtest": f"{(i // len(keys)) % SUBTESTS:02d}",
             "run_number": i // len(keys) + 1,
             "passed": passed,
             "judgment": {"summary": {"weighted_score": round(impl, 4)}},

@@ -1,15 +1,15 @@
 """Has this tier got worse? A sequential test, run by run, with a stated false-alarm rate.
 
-Two detectors per tier (its runs' pass or fail, their judge scores) bet against the tier's own
-conservative reference; the method, its guarantee and what it assumes are in docs/statistics.md,
-'The drop detectors'. Stepped in arrival order: for events keyed by experiment, the order they
-were sent, as `replay` reads them. The state is a value: `observe` returns a new one, so the tier
-state can assign it last and stay unchanged when a later step raises."""
+Two detectors per tier (its runs' pass or fail, their judge scores) bet against a conservative
+reference of the run's own stratum (its subtest): a block of a hard subtest is not a drop. The
+method and its guarantee are in docs/statistics.md, 'The drop detectors'. Stepped in arrival
+order, as `replay` reads them. The state is a value: `observe_run` returns a new one."""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -27,6 +27,22 @@ _MIN_REFERENCE: Final = 1e-6
 _MIN_VARIANCE: Final = 1e-4
 _BET_CAP: Final = 0.5
 """A score bet never loses more than half the evidence on one run (a perfect score)."""
+MAX_STRATA: Final = 64
+"""Strata a tier keeps references for: runs of a subtest beyond them give no evidence."""
+MAX_STRATUM_CHARS: Final = 200
+MAX_STRATA_NAME_BYTES: Final = 16 * 1024
+"""The most the strata's names take stored (as JSON): a new subtest whose name does not fit
+gets no reference, like one beyond MAX_STRATA."""
+STRATUM_RUNS: Final = 10
+"""Reference runs a stratum needs before its runs give evidence (once the tier's strata have
+`drop_warmup_runs` between them): a subtest seen for the first time is no evidence."""
+SUITE_Z: Final = 0.5
+"""How far below its stratum's estimate a run's suite evidence is measured, in standard errors:
+a suite pools many strata, whose estimation errors average out (docs/statistics.md, 'Suites')."""
+LOG_UNIT: Final = 2**32
+"""Fixed-point units per nat of a run's suite evidence: sums exact in any order."""
+_FLOOR: Final = 1e-9
+"""A run's suite e-value is FLOOR + (1 - FLOOR) e: still of mean <= 1, and its log finite."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +106,14 @@ class Reference:
             return 0.0
         spread = self.runs * self.square_units * UNIT - self.score_units**2
         return max(0, spread) / (self.runs * (self.runs - 1) * UNIT * UNIT)
+
+    def __add__(self, other: Reference) -> Reference:
+        return Reference(
+            self.runs + other.runs,
+            self.passes + other.passes,
+            self.score_units + other.score_units,
+            self.square_units + other.square_units,
+        )
 
     def add(self, passed: float, score: float) -> Reference:
         """With one more run."""
@@ -155,21 +179,50 @@ def recovery_bet(
     return low, min(half / (max(variance, _MIN_VARIANCE) + half * half), _BET_CAP / low)
 
 
+Contribution = tuple[int, ...]
+"""A run's suite evidence: log e per (detector, fall), in LOG_UNIT fixed point."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What one run did to the detectors: the new state, the detector that paged (None: no
+    page), the run's suite evidence (None: its stratum is not calibrated yet)."""
+
+    state: DropState
+    page: Detector | None
+    contribution: Contribution | None
+
+
 @dataclass(frozen=True, slots=True)
 class DropState:
-    """`reference`: what the reference learned; `evidence`: the Shiryaev-Roberts statistic R of
-    each (detector, fall), in the order of DETECTORS x FALLS; `recovery`: while dropped, each
-    detector's Shiryaev-Roberts statistic of recovery since the page; `dropped`: a page is in
-    effect."""
+    """`strata`: each stratum's reference (what it learned); `evidence`: the Shiryaev-Roberts
+    statistic R of each (detector, fall), in the order of DETECTORS x FALLS; `recovery`: while
+    dropped, each detector's statistic of recovery since the page; `dropped`: a page is in
+    effect; `watched`: runs that gave evidence (their stratum was calibrated)."""
 
-    reference: Reference = field(default_factory=Reference)
+    strata: Mapping[str, Reference] = field(default_factory=dict)
     evidence: tuple[float, ...] = (0.0,) * _SIZE
     recovery: tuple[float, ...] = (0.0,) * len(DETECTORS)
     dropped: bool = False
+    watched: int = 0
+
+    @property
+    def reference(self) -> Reference:
+        """Every stratum's reference runs together."""
+        total = Reference()
+        for name in sorted(self.strata):
+            total += self.strata[name]
+        return total
+
+    def calibrated(self, stratum: str, design: DropDesign) -> bool:
+        """Whether runs of `stratum` give evidence: the tier has its warm-up, and the stratum
+        its STRATUM_RUNS."""
+        ref = self.strata.get(stratum)
+        return ref is not None and ref.runs >= STRATUM_RUNS and self.monitoring(design)
 
     def monitoring(self, design: DropDesign) -> bool:
-        """Whether the warm-up is over: the detectors run."""
-        return self.reference.runs >= design.warmup_runs
+        """Whether the detectors run: the strata have `warmup_runs` reference runs in all."""
+        return sum(ref.runs for ref in self.strata.values()) >= design.warmup_runs  # ints
 
     def statistic(self, detector: Detector) -> float:
         """The detector's mixture statistic: it pages at `design.threshold`."""
@@ -181,54 +234,118 @@ class DropState:
         threshold)): 0.5 is a thousandth of the way for a threshold of two million, 1 pages."""
         return min(1.0, math.log1p(self.statistic(detector)) / math.log1p(design.threshold))
 
-    def bets(self, design: DropDesign) -> tuple[tuple[float, tuple[float, ...]], ...]:
-        """(reference, lam of each fall) of each detector, from the reference now."""
-        ref, z = self.reference, design.reference_z
+    def bets(
+        self, design: DropDesign, stratum: str = "", z: float | None = None
+    ) -> tuple[tuple[float, tuple[float, ...]], ...]:
+        """(reference, lam of each fall) of each detector, from `stratum`'s reference now (at
+        `z` standard errors, by default the design's)."""
+        ref = self.strata.get(stratum, Reference())
+        z = design.reference_z if z is None else z
         pass_ref, score_ref = ref.pass_rate(z), ref.score(z)
         return (
             (pass_ref, pass_bets(pass_ref, design)),
             (score_ref, score_bets(score_ref, ref.variance(), design)),
         )
 
+    def room_for(self, stratum: str) -> bool:
+        """Whether `stratum` has a reference, or there is room for one."""
+        if stratum in self.strata:
+            return True
+        return (
+            len(self.strata) < MAX_STRATA
+            and _name_bytes(stratum) + sum(_name_bytes(n) for n in self.strata)  # ints
+            <= MAX_STRATA_NAME_BYTES
+        )
+
+    def learns(self, stratum: str, design: DropDesign) -> bool:
+        """Whether a run arriving now will join its stratum's reference (when it leaves the
+        window): decided before the run is seen, so that it cannot bias the reference."""
+        ref = self.strata.get(stratum)
+        if ref is None and not self.room_for(stratum):
+            return False
+        return (
+            not self.dropped
+            and (ref is None or ref.runs < design.reference_runs)
+            and max(_mixture(self.evidence, 0), _mixture(self.evidence, len(FALLS)))
+            < math.sqrt(design.threshold)
+        )
+
+    def learn(self, stratum: str, passed: float, score: float, design: DropDesign) -> DropState:
+        """With one more run in `stratum`'s reference (one that `learns` admitted)."""
+        ref = self.strata.get(stratum)
+        if ref is None and not self.room_for(stratum):
+            return self
+        ref = ref or Reference()
+        if ref.runs >= design.reference_runs:
+            return self
+        strata = dict(self.strata)
+        strata[stratum] = ref.add(passed, score)
+        return DropState(strata, self.evidence, self.recovery, self.dropped, self.watched)
+
     def observe(
-        self, passed: float, score: float, design: DropDesign
+        self, passed: float, score: float, design: DropDesign, stratum: str = ""
     ) -> tuple[DropState, Detector | None]:
-        """The state after one more accepted run, and the detector that paged on it (None: no
-        page). The hot path of every accepted run: plain loops over six numbers."""
+        """One run, learned at once when admitted: the detectors with no window between a run
+        and its reference (what the tests of the method step)."""
+        learns = self.learns(stratum, design)
+        seen = self.observe_run(passed, score, stratum, design)
+        state = seen.state
+        if learns and state.strata is self.strata:
+            state = state.learn(stratum, passed, score, design)
+        return state, seen.page
+
+    def observe_run(
+        self, passed: float, score: float, stratum: str, design: DropDesign
+    ) -> Observed:
+        """The state after one more accepted run, the detector that paged on it, and its suite
+        evidence. The hot path of every accepted run: plain loops over six numbers."""
+        if not self.calibrated(stratum, design):
+            return Observed(self, None, None)
         threshold = design.threshold
         old = self.evidence
-        monitoring = self.reference.runs >= design.warmup_runs
-        learns = (
-            not self.dropped
-            and self.reference.runs < design.reference_runs
-            and (
-                not monitoring
-                or max(_mixture(old, 0), _mixture(old, len(FALLS))) < math.sqrt(threshold)
-            )
-        )
-        reference = self.reference.add(passed, score) if learns else self.reference
-        if not monitoring:
-            return DropState(reference), None
         cap = design.cap
-        (pass_ref, pass_lams), (score_ref, score_lams) = self.bets(design)
+        (pass_ref, pass_lams), (score_ref, score_lams) = self.bets(design, stratum)
         evidence = _moved(old, 0, lams=pass_lams, shortfall=pass_ref - passed, cap=cap)
         evidence += _moved(old, len(FALLS), lams=score_lams, shortfall=score_ref - score, cap=cap)
+        contribution = self._contribution(passed, score, stratum, design)
+        watched = self.watched + 1
         if self.dropped:
-            recovery = self._recovered(passed, score, design)
+            recovery = self._recovered(passed, score, stratum, design)
             if min(recovery) >= threshold:
-                return DropState(), None  # recovered: a new warm-up, a new reference
-            return DropState(reference, tuple(evidence), recovery, True), None
+                return Observed(DropState(), None, contribution)  # recovered: afresh
+            state = DropState(self.strata, tuple(evidence), recovery, True, watched)
+            return Observed(state, None, contribution)
         page: Detector | None = None
         for d, detector in enumerate(DETECTORS):
             if _mixture(evidence, d * len(FALLS)) >= threshold:
                 page = detector
                 break
-        return DropState(reference, tuple(evidence), self.recovery, page is not None), page
+        state = DropState(self.strata, tuple(evidence), self.recovery, page is not None, watched)
+        return Observed(state, page, contribution)
 
-    def _recovered(self, passed: float, score: float, design: DropDesign) -> tuple[float, ...]:
+    def _contribution(
+        self, passed: float, score: float, stratum: str, design: DropDesign
+    ) -> Contribution:
+        """The run's suite evidence: log e of each (detector, fall) against its stratum's
+        reference at SUITE_Z (0 where a reference cannot fall)."""
+        out: list[int] = []
+        for (ref, lams), x in zip(
+            self.bets(design, stratum, SUITE_Z), (passed, score), strict=True
+        ):
+            if not lams:
+                out += [0] * len(FALLS)
+                continue
+            for lam in lams:
+                e = _FLOOR + (1 - _FLOOR) * max(1.0 + lam * (ref - x), 0.0)
+                out.append(round(math.log(e) * LOG_UNIT))
+        return tuple(out)
+
+    def _recovered(
+        self, passed: float, score: float, stratum: str, design: DropDesign
+    ) -> tuple[float, ...]:
         """Each detector's recovery statistic after one more run (at the threshold when its
         reference cannot fall: nothing to recover)."""
-        ref, z = self.reference, design.reference_z
+        ref, z = self.strata.get(stratum, Reference()), design.reference_z
         bets = (
             recovery_bet(ref.pass_rate(z), None, design),
             recovery_bet(ref.score(z), ref.variance(), design),
@@ -244,46 +361,40 @@ class DropState:
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able, for the tier state's changelog record."""
-        ref = self.reference
         return {
-            "n": ref.runs,
-            "p": ref.passes,
-            "s": ref.score_units,
-            "q": ref.square_units,
+            "t": [
+                [name, ref.runs, ref.passes, ref.score_units, ref.square_units]
+                for name, ref in sorted(self.strata.items())
+            ],
             "r": list(self.evidence),
             "u": list(self.recovery),
             "d": self.dropped,
+            "w": self.watched,
         }
 
     @classmethod
     def from_state(cls, data: Any, design: DropDesign | None = None) -> DropState:
-        """Load `to_state`'s output; raises ValueError when it is not one, or is one that no
-        history of runs makes (which could page forever or never). With `design`, statistics
-        beyond what it lets them reach are refused too."""
+        """Load `to_state`'s output (or the one-reference state before strata, as the stratum
+        ""); raises ValueError when it is not one, or is one that no history of runs makes
+        (which could page forever or never). With `design`, statistics beyond what it lets
+        them reach are refused too."""
         if not isinstance(data, dict):
             raise ValueError("drop state is not an object")
-        runs: Any = data.get("n")
-        passes: Any = data.get("p")
-        score_units: Any = data.get("s")
-        square_units: Any = data.get("q")
         dropped = data.get("d")
-        if not _count(runs, 2**53):
-            raise ValueError("drop state has a bad reference count")
-        if not _count(passes, runs) or not all(
-            _count(v, runs * UNIT) for v in (score_units, square_units)
-        ):
-            raise ValueError("drop state has a bad reference sum")
         if not isinstance(dropped, bool):
             raise ValueError("drop state has a bad dropped flag")
-        slack = runs + 1  # each square's rounding: at most one unit
-        if (
-            square_units > score_units + slack
-            or score_units**2 > (square_units + slack) * runs * UNIT
-        ):
-            raise ValueError("drop state has score sums no scores in [0, 1] make")
+        if "t" in data:
+            strata = _strata(data["t"])
+            watched: Any = data.get("w")
+            if not _count(watched, 2**53):
+                raise ValueError("drop state has a bad watched count")
+        else:  # before strata: one reference, for every run of the tier
+            ref = _reference(data.get("n"), data.get("p"), data.get("s"), data.get("q"))
+            strata = {"": ref} if ref.runs else {}
+            watched = 0
         evidence = _statistics(data.get("r"), _SIZE, "evidence")
         recovery = _statistics(data.get("u"), len(DETECTORS), "recovery")
-        state = cls(Reference(runs, passes, score_units, square_units), evidence, recovery, dropped)
+        state = cls(strata, evidence, recovery, dropped, watched)
         if design is not None:
             state.check(design)
         return state
@@ -297,6 +408,43 @@ class DropState:
             max(self.recovery) > 0 or max(self.statistic(d) for d in DETECTORS) >= design.threshold
         ):
             raise ValueError("drop state is at a threshold without being dropped")
+
+
+def _strata(rows: Any) -> dict[str, Reference]:
+    """Stored strata: a list of [name, runs, passes, score units, square units], names unique."""
+    if not isinstance(rows, list) or len(rows) > MAX_STRATA:
+        raise ValueError(f"drop state needs a list of at most {MAX_STRATA} strata")
+    strata: dict[str, Reference] = {}
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 5:
+            raise ValueError("drop state stratum is not [name, runs, passes, sums]")
+        name = row[0]
+        if not isinstance(name, str) or len(name) > MAX_STRATUM_CHARS or name in strata:
+            raise ValueError("drop state stratum has a bad or repeated name")
+        strata[name] = _reference(*row[1:])
+    names = sum(_name_bytes(name) for name in strata)  # ints
+    if names > MAX_STRATA_NAME_BYTES:
+        raise ValueError("drop state has strata names over their budget")
+    return strata
+
+
+def _name_bytes(name: str) -> int:
+    """What a stratum's name takes in the stored state."""
+    return len(json.dumps(name, ensure_ascii=False).encode())
+
+
+def _reference(runs: Any, passes: Any, score_units: Any, square_units: Any) -> Reference:
+    """A stored reference, checked: counts in range, sums that scores in [0, 1] make."""
+    if not _count(runs, 2**53):
+        raise ValueError("drop state has a bad reference count")
+    if not _count(passes, runs) or not all(
+        _count(v, runs * UNIT) for v in (score_units, square_units)
+    ):
+        raise ValueError("drop state has a bad reference sum")
+    slack = runs + 1  # each square's rounding: at most one unit
+    if square_units > score_units + slack or score_units**2 > (square_units + slack) * runs * UNIT:
+        raise ValueError("drop state has score sums no scores in [0, 1] make")
+    return Reference(runs, passes, score_units, square_units)
 
 
 def _statistics(values: Any, size: int, kind: str) -> tuple[float, ...]:

@@ -11,15 +11,18 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from schemas.aggregates import TierAggregate
 from schemas.common import DropDetector, tier_sort_key
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport, RetiredExperiment
+from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
+from stream_app.core.suite_state import SuiteRun, SuiteState
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
@@ -30,14 +33,17 @@ CHUNK_RUNS = 100_000
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """A page the worker would have raised: the run whose arrival made `detector` page for its
-    tier (TierDropped), at physical line `line` of the input."""
+    """A page the worker would have raised: the run whose arrival made `detector` page, at
+    physical line `line` of the input, for its tier (TierDropped, scope "experiment") or its
+    suite's tier (SuiteDropped, scope "suite", `experiment_id` None)."""
 
     line: int
-    experiment_id: str
+    experiment_id: str | None
     tier: str
     run_id: str
     detector: DropDetector
+    scope: Literal["experiment", "suite"] = "experiment"
+    suite: str = ""
 
 
 class Replay:
@@ -56,6 +62,8 @@ class Replay:
         self.ignored_lines: dict[int, AddOutcome] = {}
         self.grade_changes: list[GradeChange] = []
         self.pages: list[Page] = []
+        self.suites: dict[tuple[str, str], SuiteState] = {}
+        self.suites_dropped: set[tuple[str, str]] = set()
         self._pending: list[tuple[str, WindowEntry]] = []
         self._pending_lines: list[int] = []
         self._pending_at: list[int] = []  # the clock when each pending run was read
@@ -106,6 +114,9 @@ class Replay:
         if not retiring:
             return
         gone = set(retiring)
+        for suite in self.suites.values():
+            for experiment_id in sorted(gone):
+                suite.remove(experiment_id)
         for key in [k for k in self.tiers if split_tier_key(k)[0] in gone]:
             del self.tiers[key]
             self.latest.pop(key, None)
@@ -122,6 +133,7 @@ class Replay:
         self.rejected.sort(key=lambda r: r.line)
         self.tiers.update(folded.states)
         self.latest.update(folded.results)
+        suite_runs: list[tuple[int, SuiteRun]] = []
         for steps in folded.steps.values():
             for index, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
@@ -132,12 +144,57 @@ class Replay:
                     self.idle.touch(split_tier_key(runs[index][0])[0], read_at[index])
                 if step.grade_change is not None:
                     self.grade_changes.append(step.grade_change)
+                if step.suite_run is not None:
+                    suite_runs.append((index, step.suite_run))
                 if step.page is not None:
                     key, entry = runs[index]
                     experiment_id, tier = split_tier_key(key)
-                    page = Page(lines[index], experiment_id, tier, entry.run_id, step.page)
+                    page = Page(
+                        lines[index],
+                        experiment_id,
+                        tier,
+                        entry.run_id,
+                        step.page,
+                        "experiment",
+                        entry.suite,
+                    )
                     self.pages.append(page)
+        suite_runs.sort(key=lambda r: r[0])  # in the order they were read
+        for index, run in suite_runs:
+            self._suite_run(lines[index], runs[index][1].run_id, run)
         self.pages.sort(key=lambda p: p.line)
+
+    def _suite_run(self, line: int, run_id: str, run: SuiteRun) -> None:
+        """One run into its suite, looked at after it: a page when the suite turns dropped."""
+        key = (run.suite, run.tier)
+        suite = self.suites.setdefault(key, SuiteState())
+        if not suite.add(run):
+            return
+        status = suite.status(self.config.drop_design)
+        if status.dropped and key not in self.suites_dropped:
+            detector = max(status.evidence, key=lambda d: status.evidence[d])
+            self.pages.append(Page(line, None, run.tier, run_id, detector, "suite", run.suite))
+        if status.dropped:
+            self.suites_dropped.add(key)
+        else:
+            self.suites_dropped.discard(key)
+
+    def suite_tiers(self) -> list[SuiteTier]:
+        """Every suite's tier, by suite then numeric tier."""
+        design = self.config.drop_design
+        out = []
+        for suite, tier in sorted(self.suites, key=lambda k: (k[0], tier_sort_key(k[1]))):
+            status = self.suites[(suite, tier)].status(design)
+            out.append(
+                SuiteTier(
+                    suite=suite,
+                    tier=tier,
+                    experiments=status.experiments,
+                    runs=status.runs,
+                    drop=SuiteDrop(dropped=status.dropped, evidence=status.evidence),
+                )
+            )
+        return out
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""
@@ -169,6 +226,7 @@ class Replay:
                 )
                 for exp in sorted(by_experiment)
             ],
+            suites=self.suite_tiers(),
             rejected=self.rejected,
             ignored=IgnoredCounts(
                 duplicate=self.ignored[AddOutcome.DUPLICATE], late=self.ignored[AddOutcome.LATE]

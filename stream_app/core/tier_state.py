@@ -16,9 +16,16 @@ from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
 from stream_app.core.config import CoreConfig
-from stream_app.core.drop_detector import DropDesign, DropState
+from stream_app.core.drop_detector import (
+    MAX_STRATA,
+    MAX_STRATA_NAME_BYTES,
+    MAX_STRATUM_CHARS,
+    DropDesign,
+    DropState,
+)
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
+from stream_app.core.suite_state import SuiteRun
 from stream_app.core.totals import Totals
 from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import assign_letter_grade, grade_points
@@ -26,10 +33,13 @@ from stream_app.metrics.statistics import median
 
 STATE_VERSION: Final = 2
 """Version 2 adds the totals and the drop detectors; a version 1 state (before them) loads with
-totals counted from its window and fresh detectors."""
-MAX_ROW_BYTES: Final = 1400
-"""The most one run takes in a stored window or an aggregate: a 200-character run id written
-as JSON (six bytes a character at worst, for control characters) and its numbers."""
+totals counted from its window and fresh detectors. Strata and window rows of 12 fields came
+within version 2: its older records (one reference, rows of 8 to 10) still load."""
+MAX_ROW_BYTES: Final = 2700
+"""The most one run takes in a stored window or an aggregate: a 200-character run id and
+subtest written as JSON (six bytes a character at worst, for control characters), its numbers."""
+MAX_STRATA_BYTES: Final = MAX_STRATA_NAME_BYTES + MAX_STRATA * 120
+"""The most a tier's stored strata take: their names, and MAX_STRATA references' sums."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,7 @@ class Step:
     aggregate: TierAggregate | None = None
     grade_change: GradeChange | None = None
     page: DropDetector | None = None
+    suite_run: SuiteRun | None = None
 
 
 class TierState:
@@ -92,16 +103,23 @@ class TierState:
         `with_aggregate=False` and aggregates once per key at its end: grade changes only need the
         median composite, computed here for every run. Atomic: when it raises, the state is as
         it was before the call."""
+        entry = entry._replace(learns=self.drop.learns(entry.stratum, config.drop_design))
         outcome, evicted = self.window.insert(entry)
         if outcome is not AddOutcome.ADDED:
             return Step(outcome)
         try:
-            return self._after_add(entry, config, with_aggregate)
+            return self._after_add(entry, evicted, config, with_aggregate)
         except BaseException:
             self.window.undo(entry, evicted)
             raise
 
-    def _after_add(self, entry: WindowEntry, config: CoreConfig, with_aggregate: bool) -> Step:
+    def _after_add(
+        self,
+        entry: WindowEntry,
+        evicted: WindowEntry | None,
+        config: CoreConfig,
+        with_aggregate: bool,
+    ) -> Step:
         change = None
         grade = self.last_full_grade
         if self.window.is_full:
@@ -120,16 +138,32 @@ class TierState:
                     at=from_epoch_us(entries[-1].completed_at_us),
                     run_id=entry.run_id,
                 )
-        drop, page = self.drop.observe(entry.pass_rate, entry.impl_rate, config.drop_design)
+        design = config.drop_design
+        seen = self.drop.observe_run(entry.pass_rate, entry.impl_rate, entry.stratum, design)
+        drop = seen.state
+        if evicted is not None and evicted.learns and drop.strata is self.drop.strata:
+            # a run joins its stratum's reference once it has left the window: a drop's first
+            # window of runs is measured against a reference none of them is in
+            drop = drop.learn(evicted.stratum, evicted.pass_rate, evicted.impl_rate, design)
         before = self.totals, self.drop
         self.totals, self.drop = self.totals.add(entry), drop
+        suite_run = None
+        if seen.contribution is not None:
+            suite_run = SuiteRun(
+                entry.suite,
+                self.tier,
+                self.experiment_id,
+                self.totals.runs,
+                entry.completed_at_us,
+                seen.contribution,
+            )
         try:
             aggregate = self.aggregate(config) if with_aggregate else None
         except BaseException:
             self.totals, self.drop = before
             raise
         self.last_full_grade = grade  # last: nothing after it can raise
-        return Step(AddOutcome.ADDED, aggregate, change, page)
+        return Step(AddOutcome.ADDED, aggregate, change, seen.page, suite_run)
 
     def copy(self) -> TierState:
         """An independent copy, so that a batch can go back to the state before it."""
@@ -224,9 +258,14 @@ def _timestamp(value: Any) -> bool:
 
 def _checked_row(row: Any) -> list[Any]:
     """A stored window row, checked field by field: a state that loads can be aggregated."""
-    if not isinstance(row, list) or not 8 <= len(row) <= 10:
-        raise ValueError("tier state row is not a list of 8 to 10 fields")
-    at, run_id, *values = row
+    if not isinstance(row, list) or not 8 <= len(row) <= 12:
+        raise ValueError("tier state row is not a list of 8 to 12 fields")
+    at, run_id, *values = row[:10]
+    stratum, learns = ([*row[10:], "", False])[:2]
+    if not isinstance(stratum, str) or len(stratum) > MAX_STRATUM_CHARS:
+        raise ValueError("tier state row has a bad stratum")
+    if not isinstance(learns, bool):
+        raise ValueError("tier state row has a bad learns flag")
     if not _timestamp(at):
         raise ValueError("tier state row has a bad completed_at")
     if not isinstance(run_id, str) or not run_id:
@@ -234,7 +273,8 @@ def _checked_row(row: Any) -> list[Any]:
     required, optional = values[:6], values[6:]
     if not all(_number(v) for v in required) or not all(v is None or _number(v) for v in optional):
         raise ValueError("tier state row has a value that is not a number")
-    return [at, run_id, *(float(v) if v is not None else None for v in values)]
+    numbers = [float(v) if v is not None else None for v in values]
+    return [at, run_id, *numbers, *[None] * (8 - len(numbers)), stratum, learns]
 
 
 def fold_runs(

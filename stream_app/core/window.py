@@ -42,6 +42,12 @@ class WindowEntry(NamedTuple):
     composite_score: float
     code_bleu: float | None = None  # optional metrics last: older 8-field states still load
     test_pass_rate: float | None = None
+    stratum: str = ""
+    """The run's subtest ("" without one): whose reference it is measured against."""
+    learns: bool = False
+    """Whether it joins its stratum's reference when it leaves the window (decided on arrival)."""
+    suite: str = ""
+    """Where its suite evidence goes; not stored with the window (`to_state` leaves it out)."""
 
     @classmethod
     def from_run(cls, run: Mapping[str, Any]) -> WindowEntry:
@@ -59,9 +65,14 @@ class WindowEntry(NamedTuple):
             run["composite_score"],
             run.get("code_bleu"),
             run.get("test_pass_rate"),
+            run.get("subtest") or "",
+            False,
+            run.get("suite") or "",
         )
 
 
+STORED_FIELDS: Final = len(WindowEntry._fields) - 1
+"""A stored row holds every field but the suite."""
 window_order: Final = itemgetter(0, 1)
 """A run's place in its window: (completed_at_us, run_id), the first two fields of an entry."""
 
@@ -138,7 +149,7 @@ class TierWindow:
 
     def to_state(self) -> list[list[Any]]:
         """A JSON-friendly snapshot (one list per run, oldest first); see `from_state`."""
-        return [list(e) for e in self._entries]
+        return [list(e[:STORED_FIELDS]) for e in self._entries]
 
     @classmethod
     def from_state(cls, capacity: int, state: Iterable[Sequence[Any]]) -> TierWindow:

@@ -92,6 +92,8 @@ def compute_run_metrics(
         experiment_id=run.experiment_id,
         tier=run.tier,
         model=run.model,
+        suite=run.suite or run.model,
+        subtest=run.subtest,
         completed_at=run.completed_at,
         pass_rate=rate,
         impl_rate=impl,

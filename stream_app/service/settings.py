@@ -38,7 +38,7 @@ from pydantic_settings import (
 
 from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP, dead_letter_max_bytes
 from stream_app.core.config import ONE_MIB, CoreConfig
-from stream_app.core.tier_state import MAX_ROW_BYTES
+from stream_app.core.tier_state import MAX_ROW_BYTES, MAX_STRATA_BYTES
 from stream_app.errors import UserError
 from stream_app.ports import split_host_port
 from stream_app.service.exported_statistics import (
@@ -250,9 +250,10 @@ class Settings(CoreConfig, BaseSettings):
         a window's stored state and aggregate grow with `window_size`, a dead letter with its
         cap."""
         limit = self.broker_max_message_bytes
-        window = self.window_size * MAX_ROW_BYTES + MESSAGE_OVERHEAD_BYTES
+        fixed = MESSAGE_OVERHEAD_BYTES + MAX_STRATA_BYTES
+        window = self.window_size * MAX_ROW_BYTES + fixed
         if window > limit:
-            most = (limit - MESSAGE_OVERHEAD_BYTES) // MAX_ROW_BYTES
+            most = (limit - fixed) // MAX_ROW_BYTES
             raise ValueError(
                 f"window_size {self.window_size} makes states and aggregates of up to {window} "
                 f"bytes, over broker_max_message_bytes {limit}: at most {most} runs"

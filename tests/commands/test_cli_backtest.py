@@ -60,11 +60,13 @@ def test_real_runs_page_nothing_and_say_why() -> None:
     assert out.startswith("no pages\n")
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("test-00")}
     assert len(rows) == 21
-    assert re.search(r"test-001/T6 +3 runs  warming up \(3 of 50 reference runs\)", out)
-    assert re.search(r"test-002/T3 +123 runs  monitored for 73 runs, no drop \(pass-rate", out)
+    # a run joins its subtest's reference once it has left the window (10 runs later)
+    assert re.search(r"test-001/T6 +3 runs  warming up \(0 of 50 reference runs\)", out)
+    # three runs a subtest: none has the ten its reference needs before its runs are watched
+    assert re.search(r"test-002/T3 +123 runs  no subtest has 10 reference runs yet", out)
     for name, row in rows.items():
         monitored = name.endswith(("/T0", "/T3"))  # 72 and 123 runs; the others 3 to 45
-        assert ("no drop" in row) == monitored, row
+        assert ("no run watched" in row) == monitored, row
         assert ("warming up" in row) == (not monitored), row
     assert "\n0 pages in 0 of 21 tiers, 1080 runs (0 rejected, 0 ignored)\nnote: " in out
 
@@ -88,7 +90,9 @@ def test_a_drop_pages_once_at_the_run_that_raised_it(drop_file: Path) -> None:
     assert len(tiers) == 21
     dropped = tiers[("synthetic-01", "T5")]
     assert (dropped.why, dropped.pages, dropped.dropped) == ("paged", 1, True)
-    assert dropped.monitored_runs == 550
+    # five subtests in turn: each is watched from its 13th run, when ten of its runs have
+    # joined its reference (a run joins once it has left the window, ten runs later)
+    assert dropped.monitored_runs == 600 - 5 * 12
     assert all(t.why == "no_drop" for key, t in tiers.items() if key != ("synthetic-01", "T5"))
     plain = run("backtest", str(path)).stdout.decode()
     assert plain.startswith(
@@ -114,7 +118,7 @@ def test_stdin_and_a_settings_change(drop_file: Path) -> None:
     assert quiet.returncode == 0, quiet.stderr
     out = quiet.stdout.decode()
     assert out.startswith("no pages\n")
-    assert "synthetic-01/T5  600 runs  warming up (600 of 1000 reference runs)" in out
+    assert "synthetic-01/T5  600 runs  warming up (590 of 1000 reference runs)" in out
     assert "warm-up 1000 runs" in out
 
 
@@ -123,6 +127,7 @@ def _directory_events() -> list[dict[str, Any]]:
     them (each run's completed_at distinct: window order is the order they were made)."""
     events = list(synthetic_events(7 * 60, experiments=1, drop=Drop(after=0.5), seed=4))
     for event in events:
+        event["subtest"] = "00"  # one subtest: its reference calibrates within the history
         run_number = f"run_{event['run_number']:02d}"
         event["run_id"] = (
             f"{event['experiment_id']}/{event['tier']}/{event['subtest']}/{run_number}"
@@ -205,7 +210,7 @@ def test_retire_starts_an_idle_experiment_afresh(tmp_path: Path) -> None:
 
 def test_same_subtest_streaks_are_noted(drop_file: Path) -> None:
     """The bundled real runs repeat each subtest three times in a row (ProjectScylla's order):
-    backtest says that the stated false-page rate assumes otherwise; the synthetic runs, a new
+    backtest says that each subtest is watched once it has ten runs; the synthetic runs, a new
     subtest each run, get no note."""
     real = run("backtest", str(REAL_RUNS))
     assert real.returncode == 0, real.stderr

@@ -24,7 +24,15 @@ def test_replay_file() -> None:
     proc = run("replay", str(SAMPLE_FILE))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert set(doc) == {"tiers", "cross_tier", "rejected", "ignored", "retired", "skipped_runs"}
+    assert set(doc) == {
+        "tiers",
+        "cross_tier",
+        "suites",
+        "rejected",
+        "ignored",
+        "retired",
+        "skipped_runs",
+    }
     assert doc["retired"] == []
     assert doc["skipped_runs"] == []
     assert len(doc["tiers"]) == 21

@@ -11,7 +11,14 @@ import statistics
 import pytest
 
 from stream_app.core.config import CoreConfig
-from stream_app.core.drop_detector import DETECTORS, DropDesign, DropState, Reference
+from stream_app.core.drop_detector import (
+    DETECTORS,
+    MAX_STRATA,
+    STRATUM_RUNS,
+    DropDesign,
+    DropState,
+    Reference,
+)
 from stream_app.core.totals import UNIT, units
 
 DESIGN = CoreConfig().drop_design
@@ -167,13 +174,18 @@ def test_state_round_trips_and_rejects_what_no_runs_make() -> None:
     state, _ = feed(DropState(), runs(rnd, 300, 0.7))
     raw = json.loads(json.dumps(state.to_state()))
     assert DropState.from_state(raw) == state
+    [[name, n, p, s, q]] = raw["t"]
     bad = [
         "x",
-        {**raw, "n": -1},
-        {**raw, "n": True},
-        {**raw, "p": raw["n"] + 1},
-        {**raw, "s": raw["n"] * UNIT + 1},
-        {**raw, "q": raw["s"] + raw["n"] + 2},  # squares above the sum: no scores in [0, 1]
+        {**raw, "t": [[name, -1, p, s, q]]},
+        {**raw, "t": [[name, True, p, s, q]]},
+        {**raw, "t": [[name, n, n + 1, s, q]]},
+        {**raw, "t": [[name, n, p, n * UNIT + 1, q]]},
+        {**raw, "t": [[name, n, p, s, s + n + 2]]},  # squares above the sum: no scores in [0, 1]
+        {**raw, "t": [[name, n, p, s, q], [name, n, p, s, q]]},  # a stratum twice
+        {**raw, "t": [["x" * 201, n, p, s, q]]},
+        {**raw, "t": [[name, n, p, s]]},
+        {**raw, "w": -1},
         {**raw, "r": raw["r"][:-1]},
         {**raw, "u": [*raw["u"][:-1], -1.0]},
         {**raw, "u": [1.0]},
@@ -184,6 +196,11 @@ def test_state_round_trips_and_rejects_what_no_runs_make() -> None:
     for data in bad:
         with pytest.raises(ValueError, match="drop state"):
             DropState.from_state(data)
+    # the one-reference state from before strata loads as the stratum ""
+    before = {"n": n, "p": p, "s": s, "q": q, "r": raw["r"], "u": raw["u"], "d": raw["d"]}
+    assert DropState.from_state(before).strata == state.strata
+    with pytest.raises(ValueError, match="drop state"):
+        DropState.from_state({**before, "p": n + 1})
     # statistics no run under the design leaves: refused when the design is known
     unreachable = [
         {**raw, "r": [1e300, *raw["r"][1:]]},
@@ -250,3 +267,73 @@ def test_the_delay_targets(before: float, after: float, passed_score: float, tar
         found.append(pages[0][0] + 1 if pages else 10**9)
     assert sum(d <= 500 for d in found) >= 19
     assert statistics.median(found) <= target
+
+
+def harness_order(
+    rnd: random.Random, rates: list[float], block: int, count: int
+) -> list[tuple[str, float, float]]:
+    """(subtest, passed, score) in a harness's order: `block` runs of subtest 00 back to back,
+    then of 01, and so on, the sweep repeated."""
+    out: list[tuple[str, float, float]] = []
+    while len(out) < count:
+        for k, rate in enumerate(rates):
+            for passed, score in runs(rnd, block, rate):
+                out.append((f"{k:02d}", passed, score))
+    return out[:count]
+
+
+def test_a_block_of_a_hard_subtest_is_not_a_drop() -> None:
+    """24 subtests from always failing to always passing, 10 runs of each back to back: measured
+    against one reference for the tier this pages; against each subtest's own, never."""
+    rnd = random.Random(11)
+    rates = [0.0] * 4 + [1.0] * 8 + [rnd.betavariate(4, 1) for _ in range(12)]
+    stream = harness_order(rnd, rates, 10, 20_000)
+    stratified, pooled = DropState(), DropState()
+    stratified_pages = pooled_pages = 0
+    for subtest, passed, score in stream:
+        stratified, page = stratified.observe(passed, score, DESIGN, subtest)
+        stratified_pages += page is not None
+        pooled, page = pooled.observe(passed, score, DESIGN)
+        pooled_pages += page is not None
+    assert pooled_pages > 0  # the shape of the traffic is what pages without strata
+    assert stratified_pages == 0
+    assert stratified.monitoring(DESIGN)
+    assert stratified.watched > 15_000
+    assert set(stratified.strata) == {f"{k:02d}" for k in range(24)}
+
+
+def test_a_subtest_seen_for_the_first_time_is_no_evidence() -> None:
+    rnd = random.Random(12)
+    state = DropState()
+    for _, passed, score in harness_order(rnd, [0.9], 1, 200):
+        state, _ = state.observe(passed, score, DESIGN, "00")
+    assert state.monitoring(DESIGN)
+    evidence = state.evidence
+    for _i in range(STRATUM_RUNS):
+        seen = state.observe_run(0.0, 0.0, "new", DESIGN)
+        assert seen.contribution is None
+        assert seen.state.evidence == evidence
+        state, _ = state.observe(0.0, 0.0, DESIGN, "new")
+    assert state.observe_run(0.0, 0.0, "new", DESIGN).contribution is not None
+
+
+def test_strata_are_bounded() -> None:
+    state = DropState()
+    for k in range(MAX_STRATA + 5):
+        state, _ = state.observe(1.0, 0.9, DESIGN, f"s{k}")
+    assert len(state.strata) == MAX_STRATA
+    assert not state.learns("one more", DESIGN)
+
+
+def test_strata_names_are_bounded_in_bytes() -> None:
+    """Names of control characters take six bytes a character stored: the budget, not the
+    count, stops them, and a stored state over it is refused."""
+    state = DropState()
+    for k in range(MAX_STRATA):
+        state, _ = state.observe(1.0, 0.9, DESIGN, chr(k + 1) * 200)
+    assert 0 < len(state.strata) < MAX_STRATA
+    raw = state.to_state()
+    assert DropState.from_state(raw) == state
+    raw["t"].append(["\x7f" * 200, 1, 1, 0, 0])
+    with pytest.raises(ValueError, match="budget"):
+        DropState.from_state(raw)

@@ -62,7 +62,7 @@ def test_a_version_1_state_loads_with_totals_from_its_window() -> None:
     not quarantined: its window's runs are its totals, its detectors start warming up."""
     old = {
         "v": 1,
-        "window": [list(run(i, i % 3 > 0)) for i in range(3)],
+        "window": [list(run(i, i % 3 > 0))[:10] for i in range(3)],
         "grade": "B",
         "at": T0,
         "drop": {"r": "BBB", "s": 3.0, "w": 1.0, "d": False},
@@ -107,3 +107,27 @@ def test_a_version_2_state_that_no_runs_make_is_refused() -> None:
     for bad in ({**data, "totals": [2, 2, 0]}, {k: v for k, v in data.items() if k != "detect"}):
         with pytest.raises(ValueError, match="tier state"):
             TierState.from_json("e", "T1", CONFIG.window_size, json.dumps(bad).encode())
+
+
+def test_a_run_joins_its_reference_only_after_leaving_the_window() -> None:
+    """A drop's first window of runs is measured against a reference none of them is in."""
+    config = CoreConfig()
+    state = TierState.empty("e", "T1", config.window_size)
+    at = 1_767_225_600_000_000
+    for i in range(300):
+        entry = WindowEntry(at + i, f"good-{i:04d}", 1.0, 0.9, 0.1, 5.0, 0.1, 0.9, stratum="a")
+        state.apply(entry, config, with_aggregate=False)
+    learned = state.drop.reference
+    assert learned.runs == 300 - config.window_size
+    for i in range(config.window_size):
+        entry = WindowEntry(
+            at + 1000 + i, f"bad-{i:04d}", 0.0, 0.1, 0.1, 5.0, float("inf"), 0.1, stratum="a"
+        )
+        state.apply(entry, config, with_aggregate=False)
+    after = state.drop.reference
+    assert after.runs == 300  # the good runs the bad ones pushed out, and no bad one
+    assert after.passes == 300
+    raw = state.to_json()
+    again = TierState.from_json("e", "T1", config.window_size, raw, config.drop_design)
+    assert again.to_json() == raw
+    assert [e.stratum for e in again.window.entries] == ["a"] * config.window_size

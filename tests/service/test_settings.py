@@ -88,10 +88,10 @@ def test_missing_file() -> None:
 
 
 def test_every_message_the_worker_writes_fits_the_broker() -> None:
-    from stream_app.core.tier_state import MAX_ROW_BYTES
+    from stream_app.core.tier_state import MAX_ROW_BYTES, MAX_STRATA_BYTES
     from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 
-    most = (1_000_000 - MESSAGE_OVERHEAD_BYTES) // MAX_ROW_BYTES
+    most = (1_000_000 - MESSAGE_OVERHEAD_BYTES - MAX_STRATA_BYTES) // MAX_ROW_BYTES
     assert load_settings(window_size=most).window_size == most
     with pytest.raises(ConfigError, match=f"at most {most} runs"):
         load_settings(window_size=most + 1)
