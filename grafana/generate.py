@@ -75,6 +75,8 @@ DROP_STATES = value_mappings(
         "3": ("DROPPED", "red"),
     }
 )
+# A suite tier: 1 while its detectors' page is in effect (SuiteTierDropped), else 0.
+SUITE_STATES = value_mappings({"0": ("watching", "green"), "1": ("DROPPED", "red")})
 SIGNIFICANCE = value_mappings(
     {"1": ("higher", "green"), "0": ("not significant", "text"), "-1": ("lower", "red")}
 )
@@ -307,15 +309,17 @@ def joined_table(
     *,
     rows: str | None = None,
     sort_by: str | None = None,
+    descending: bool = False,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """A table joining instant queries per series: `columns` names them; `rows` only picks rows."""
+    """A table joining instant queries per series: `columns` names them; `rows` only picks rows;
+    sorted by the column `sort_by`, if given."""
     hidden = ("A",) if rows else ()
     queries = [*([rows] if rows else []), *columns.values()]
     named = {ref_id(i): name for i, name in enumerate(columns, start=len(hidden))}
     options: dict[str, Any] = {"showHeader": True}
     if sort_by:
-        options["sortBy"] = [{"displayName": sort_by, "desc": False}]
+        options["sortBy"] = [{"displayName": sort_by, "desc": descending}]
     return panel(
         layout,
         "table",
@@ -383,6 +387,70 @@ def dropped_tiers(lay: Layout) -> dict[str, Any]:
         unit="percentunit",
         field={"noValue": "no tier dropped"},
         overrides=[by_name("runs", {"unit": "short"})],
+    )
+
+
+def suite_gauge(name: str, selector: str = "", by: str = "suite, tier") -> str:
+    """The gauge `evalstream_suite_<name>`, one series per suite tier (and `by`) across workers:
+    a suite tier whose partition moves stays one row."""
+    matchers = f"{{{selector}}}" if selector else ""
+    return f"max by ({by}) (evalstream_suite_{name}{matchers})"
+
+
+def suites_table(lay: Layout) -> dict[str, Any]:
+    """Every suite tier: whether it pages, each detector's evidence, what it counts."""
+    evidence = {
+        "unit": "none",
+        "decimals": 2,
+        "thresholds": {"mode": "absolute", "steps": steps("green", (1, "red"))},
+        "custom.cellOptions": {"type": "color-text"},
+    }
+    return joined_table(
+        lay,
+        "Suites",
+        "Every suite (all experiments of one agent: the events' suite, or their model) per tier: "
+        "DROPPED while its detectors' page is in effect (SuiteTierDropped), each detector's "
+        "evidence as a fraction of its threshold (1 pages), and the experiments and runs it "
+        "counts. A suite of one experiment never pages (its tiers' own TierDropped does).",
+        {
+            "state": suite_gauge("dropped"),
+            "pass_rate evidence": suite_gauge("drop_evidence_ratio", 'detector="pass_rate"'),
+            "score evidence": suite_gauge("drop_evidence_ratio", 'detector="score"'),
+            "experiments": suite_gauge("experiments"),
+            "runs": suite_gauge("runs"),
+        },
+        sort_by="state",
+        descending=True,
+        field={"noValue": "no suite yet"},
+        overrides=[
+            by_name(
+                "state", {"mappings": SUITE_STATES, "custom.cellOptions": {"type": "color-text"}}
+            ),
+            by_name("pass_rate evidence", evidence),
+            by_name("score evidence", evidence),
+        ],
+    )
+
+
+def suite_evidence(lay: Layout) -> dict[str, Any]:
+    """Each suite tier's detectors' evidence over time."""
+    return timeseries(
+        lay,
+        "Suite drop evidence",
+        "Each suite tier's drop detectors (pass_rate, score; the larger of the pooled and sparse "
+        "statistics) as a fraction of the threshold on a log scale: 1 (the dashed line) is "
+        "where SuiteTierDropped pages, if the suite has two experiments or more.",
+        [
+            target(
+                suite_gauge("drop_evidence_ratio", by="suite, tier, detector"),
+                "{{suite}} {{tier}} {{detector}}",
+            )
+        ],
+        unit="none",
+        minimum=0,
+        thresholds=steps("green", (1, "red")),
+        field={"decimals": 2},
+        custom={"thresholdsStyle": {"mode": "dashed"}, "axisSoftMax": 1.2},
     )
 
 
@@ -696,6 +764,8 @@ def overview() -> dict[str, Any]:
         "panels": [
             # Where to look first among thousands: the worst and the dropped tiers, their count.
             *section(lay, "Across all experiments", lowest_grades, dropped_tiers, population),
+            # An agent's fall across its experiments: the suites' own detectors.
+            *section(lay, "Suites (all experiments of an agent)", suites_table, suite_evidence),
             *grades(lay),
             # Which selected tiers dropped, and which differ significantly from their baseline.
             *section(

@@ -32,7 +32,7 @@ class BacktestDesign(BaseModel):
 
 
 class BacktestPage(BaseModel):
-    """A page the worker would have raised: TierDropped (scope "experiment") or SuiteDropped
+    """A page the worker would have raised: TierDropped (scope "experiment") or SuiteTierDropped
     (scope "suite", with no experiment)."""
 
     model_config = OUTPUT_MODEL_CONFIG

@@ -8,7 +8,7 @@ from schemas.common import OUTPUT_MODEL_CONFIG, DropDetector
 
 
 class SuiteDrop(BaseModel):
-    """The suite's drop detectors (SuiteDropped pages on `dropped`)."""
+    """The suite's drop detectors (SuiteTierDropped pages on `dropped`)."""
 
     model_config = OUTPUT_MODEL_CONFIG
 

@@ -235,6 +235,10 @@ class Chain:
         t = self.settings.topics
         return self.broker.latest(t.aggregates), self.broker.latest(t.cross_tier)
 
+    def suites(self) -> dict[bytes, Any]:
+        """The latest state of every suite's tier."""
+        return self.broker.latest(self.settings.topics.suites)
+
     def dead_letter_reasons(self) -> list[str]:
         """The reason of every message dead-lettered, sorted, one per message."""
         return dead_letter_reasons(self.broker.values(self.settings.topics.dead_letter))

@@ -122,6 +122,21 @@ def _retirement() -> Scenario:
     )
 
 
+def _suite() -> Scenario:
+    """Five experiments of one agent (one model), each on its own key, regressing together
+    after 40 runs a tier: the suite hop gathers their evidence from every partition."""
+    lines = [
+        run(f"suite-{x}", "T1", n, passed=n < 40 and (n + x) % 5 != 0, minute=n)
+        for n in range(70)
+        for x in range(5)
+    ]
+    return Scenario(
+        "suite",
+        tuple(lines),
+        settings={"drop_warmup_runs": 10, "drop_false_page_runs": 1000},
+    )
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     _sample(),
     _poison(),
@@ -129,6 +144,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     _late(),
     _spread(),
     _retirement(),
+    _suite(),
 )
 """Every scenario; those without a pause can share one worker (`SHAREABLE`)."""
 SHAREABLE: tuple[Scenario, ...] = tuple(s for s in SCENARIOS if s.idle_after is None)
@@ -156,6 +172,14 @@ def expected_outputs(
     aggs = {f"{a.experiment_id}/{a.tier}".encode(): as_json(a) for a in report.tiers}
     cross = {c.experiment_id.encode(): as_json(c) for c in report.cross_tier}
     return aggs, cross, sorted(r.reason for r in report.rejected)
+
+
+def expected_suites(
+    lines: Iterable[bytes], settings: Settings, retire: bool = False
+) -> dict[bytes, Any]:
+    """What replay says of the suites: the latest state of every suite's tier."""
+    report = replay_lines(lines, settings, retire=retire)
+    return {f"{s.suite}/{s.tier}".encode(): as_json(s) for s in report.suites}
 
 
 def dead_letter_reasons(letters: Iterable[Any]) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from tests.chain import Chain
-from tests.scenarios import SCENARIOS, Scenario, expected_outputs, settings_of
+from tests.scenarios import SCENARIOS, Scenario, expected_outputs, expected_suites, settings_of
 
 US = 1_000_000
 
@@ -24,7 +24,7 @@ async def rebalance(chain: Chain) -> None:
 
 
 async def drop_caches(chain: Chain) -> None:
-    for stage in (chain.worker.windows, chain.worker.cross_tier):
+    for stage in chain.worker.stages.stateful:
         stage.drop_cache()
 
 
@@ -63,3 +63,5 @@ async def test_the_chain_equals_replay(
     assert aggs == want_aggs
     assert cross == want_cross
     assert chain.dead_letter_reasons() == rejected
+    retire = scenario.idle_after is not None
+    assert chain.suites() == expected_suites(scenario.lines, settings, retire=retire)

@@ -12,3 +12,8 @@ def split_tier_key(key: str) -> tuple[str, str]:
     """`tier_key`'s inverse: (experiment_id, tier)."""
     experiment_id, _, tier = key.rpartition("/")
     return experiment_id, tier
+
+
+def suite_key(suite: str, tier: str) -> str:
+    """The key of a suite's tier, `suite/tier`, split back like a tier key."""
+    return tier_key(suite, tier)

@@ -17,12 +17,12 @@ from schemas.aggregates import TierAggregate
 from schemas.common import DropDetector, tier_sort_key
 from schemas.grade_change import GradeChange
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport, RetiredExperiment
-from schemas.suites import SuiteDrop, SuiteTier
+from schemas.suites import SuiteTier
 from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
-from stream_app.core.suite_state import SuiteRun, SuiteState
+from stream_app.core.suite_state import SuiteRun, SuiteState, suite_tier
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
@@ -35,7 +35,7 @@ CHUNK_RUNS = 100_000
 class Page:
     """A page the worker would have raised: the run whose arrival made `detector` page, at
     physical line `line` of the input, for its tier (TierDropped, scope "experiment") or its
-    suite's tier (SuiteDropped, scope "suite", `experiment_id` None)."""
+    suite's tier (SuiteTierDropped, scope "suite", `experiment_id` None)."""
 
     line: int
     experiment_id: str | None
@@ -114,9 +114,6 @@ class Replay:
         if not retiring:
             return
         gone = set(retiring)
-        for suite in self.suites.values():
-            for experiment_id in sorted(gone):
-                suite.remove(experiment_id)
         for key in [k for k in self.tiers if split_tier_key(k)[0] in gone]:
             del self.tiers[key]
             self.latest.pop(key, None)
@@ -182,19 +179,8 @@ class Replay:
     def suite_tiers(self) -> list[SuiteTier]:
         """Every suite's tier, by suite then numeric tier."""
         design = self.config.drop_design
-        out = []
-        for suite, tier in sorted(self.suites, key=lambda k: (k[0], tier_sort_key(k[1]))):
-            status = self.suites[(suite, tier)].status(design)
-            out.append(
-                SuiteTier(
-                    suite=suite,
-                    tier=tier,
-                    experiments=status.experiments,
-                    runs=status.runs,
-                    drop=SuiteDrop(dropped=status.dropped, evidence=status.evidence),
-                )
-            )
-        return out
+        keys = sorted(self.suites, key=lambda k: (k[0], tier_sort_key(k[1])))
+        return [suite_tier(suite, tier, self.suites[(suite, tier)], design) for suite, tier in keys]
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""

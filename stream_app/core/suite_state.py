@@ -7,10 +7,13 @@ and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.core.drop_detector import (
     DETECTORS,
     FALLS,
@@ -19,6 +22,8 @@ from stream_app.core.drop_detector import (
     Detector,
     DropDesign,
 )
+from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
+from stream_app.core.keys import split_tier_key
 
 HOUR_US: Final = 3_600_000_000
 HOURS: Final = 168
@@ -34,6 +39,8 @@ MIN_EXPERIMENTS: Final = 2
 """Experiments with runs in the window a suite needs to page: one is its own tier's business."""
 _SIZE: Final = len(DETECTORS) * len(FALLS)
 _MAX_LOG: Final = 700.0
+_MAX_UNITS: Final = 1000 * LOG_UNIT
+"""No run's log evidence is as large as 1000 nats: a message claiming more is not a run's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,35 @@ class SuiteRun:
     seq: int
     completed_at_us: int
     contribution: Contribution
+
+    def to_json(self) -> bytes:
+        """The message the windows hop forwards to the suite hop."""
+        return json.dumps(
+            [
+                self.suite,
+                self.tier,
+                self.experiment_id,
+                self.seq,
+                self.completed_at_us,
+                list(self.contribution),
+            ],
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SuiteRun:
+        """`to_json`'s message; raises ValueError (or TypeError) when it is not one."""
+        suite, tier, experiment_id, seq, at, contribution = json.loads(raw)
+        if not all(isinstance(v, str) and v for v in (suite, tier, experiment_id)):
+            raise ValueError("a suite run needs its suite, tier and experiment")
+        if not _count(seq, 2**63) or not _count(at, 2**63):
+            raise ValueError("a suite run needs a sequence and a time that are integers >= 0")
+        if not isinstance(contribution, list) or len(contribution) != _SIZE:
+            raise ValueError(f"a suite run needs {_SIZE} pieces of evidence")
+        if not all(_integer(v) and abs(v) <= _MAX_UNITS for v in contribution):
+            raise ValueError("a suite run's evidence is not integers in range")
+        return cls(suite, tier, experiment_id, seq, at, tuple(contribution))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +208,77 @@ class SuiteState:
             "top": self.top_hour,
         }
 
+    def copy(self) -> SuiteState:
+        """An independent copy, so that a batch can go back to the state before it."""
+        return SuiteState(
+            dict(self.seen),
+            {h: list(v) for h, v in self.hours.items()},
+            {e: {d: list(v) for d, v in b.items()} for e, b in self.days.items()},
+            self.runs,
+            self.top_hour,
+        )
+
+    def to_json(self) -> bytes:
+        """Serialized for the suite table's changelog."""
+        return json.dumps(self.to_state(), separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SuiteState:
+        """Load `to_json`'s output; raises ValueError when it is not one."""
+        try:
+            data: Any = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"suite state is not JSON: {exc}") from None
+        if not isinstance(data, dict) or set(data) != {"seen", "hours", "days", "runs", "top"}:
+            raise ValueError("not a suite state")
+        seen, hours, days, runs, top = (data[k] for k in ("seen", "hours", "days", "runs", "top"))
+        if not isinstance(seen, dict) or not all(
+            isinstance(k, str) and _count(v, 2**63) for k, v in seen.items()
+        ):
+            raise ValueError("suite state has bad sequences")
+        if not _count(runs, 2**63) or not (top is None or _integer(top)):
+            raise ValueError("suite state has a bad run count or newest hour")
+        state = cls(dict(seen), _buckets(hours), {}, runs, top)
+        if not isinstance(days, dict):
+            raise ValueError("suite state has bad days")
+        for experiment, rows in days.items():
+            if not isinstance(experiment, str):
+                raise ValueError("suite state has a bad experiment")
+            state.days[experiment] = _buckets(rows)
+        if top is None and (state.hours or state.days):
+            raise ValueError("suite state has buckets but no newest hour")
+        if top is not None and (
+            any(not top - HOURS < h <= top for h in state.hours)
+            or any(not top // 24 - DAYS < d <= top // 24 for b in state.days.values() for d in b)
+        ):
+            raise ValueError("suite state has buckets outside its windows")
+        return state
+
+
+def _buckets(rows: Any) -> dict[int, list[int]]:
+    """Stored buckets: a list of [bucket, evidence...], buckets unique."""
+    if not isinstance(rows, list):
+        raise ValueError("suite state has bad buckets")
+    out: dict[int, list[int]] = {}
+    for row in rows:
+        if (
+            not isinstance(row, list)
+            or len(row) != _SIZE + 1
+            or not all(_integer(v) for v in row)
+            or row[0] in out
+        ):
+            raise ValueError("suite state has a bad bucket")
+        out[row[0]] = list(row[1:])
+    return out
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: Any, most: int) -> bool:
+    return _integer(value) and 0 <= value <= most
+
 
 def _accumulate(into: list[int], values: Contribution | list[int]) -> None:
     for i, v in enumerate(values):
@@ -193,3 +300,33 @@ def _mix(r: list[float], d: int) -> float:
 
 def _ratio(statistic: float, threshold: float) -> float:
     return min(1.0, math.log1p(statistic) / math.log1p(threshold))
+
+
+def suite_tier(suite: str, tier: str, state: SuiteState, design: DropDesign) -> SuiteTier:
+    """What a suite's tier shows (the suite hop's output, and `replay`'s "suites")."""
+    status = state.status(design)
+    return SuiteTier(
+        suite=suite,
+        tier=tier,
+        experiments=status.experiments,
+        runs=status.runs,
+        drop=SuiteDrop(dropped=status.dropped, evidence=status.evidence),
+    )
+
+
+def fold_suite_runs(
+    runs: list[tuple[str, SuiteRun]],
+    load: Callable[[str], SuiteState | None],
+    design: DropDesign,
+) -> FoldedBatch[str, SuiteState, bool, SuiteTier]:
+    """A batch of suite runs (suite key, run) into their suites, each changed one reported
+    once; a repeat changes nothing. The suite hop's fold."""
+
+    def step(state: SuiteState, run: SuiteRun) -> tuple[bool, bool]:
+        added = state.add(run)
+        return added, added
+
+    def finish(key: str, state: SuiteState) -> SuiteTier:
+        return suite_tier(*split_tier_key(key), state, design)
+
+    return KeyedFold(load, lambda _: SuiteState(), SuiteState.copy, step, finish).run(runs)

@@ -80,7 +80,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
         return ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
 
     stages = build_stages(settings, send, exporter, table_of)
-    validate, windows, _ = stages
+    validate, windows = stages.validate, stages.windows
     input_topics = {topics.input, topics.runs_by_tier}
     windows.lagging = lambda: exporter.consumer_lag.behind(input_topics, settings.batch_max_events)
     # Output topics are written through the producer directly (see `send`) and created by the

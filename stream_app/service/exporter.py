@@ -8,7 +8,7 @@ import gc
 import time
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Final, get_args
+from typing import Final, NamedTuple, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from schemas.aggregates import TierAggregate
 from schemas.common import RejectReason
 from schemas.cross_tier import CrossTierReport
+from schemas.suites import SuiteTier
 from stream_app.service.aggregate_collector import AggregateCollector
 from stream_app.service.exported_statistics import (
     DEFAULT_EXPORTED_STATISTICS,
@@ -69,6 +70,62 @@ class ConsumerLag(Collector):
         for (topic, partition), lag in self.lags.items():
             family.add_metric([topic, str(partition)], lag)
         yield family
+
+
+SUITE_FAMILIES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (  # name, help, labels
+    (
+        "evalstream_suite_dropped",
+        "1 while a suite tier's drop detectors have paged (a threshold reached within their "
+        "windows), else 0",
+        ("suite", "tier"),
+    ),
+    (
+        "evalstream_suite_drop_evidence_ratio",
+        "A suite tier's drop detector's evidence as a fraction of its threshold, log scale "
+        "(1 pages): the larger of its pooled and sparse statistics'",
+        ("suite", "tier", "detector"),
+    ),
+    (
+        "evalstream_suite_experiments",
+        "Experiments whose runs the suite tier counts",
+        ("suite", "tier"),
+    ),
+    ("evalstream_suite_runs", "Runs the suite tier counted", ("suite", "tier")),
+)
+
+
+class SuiteEntry(NamedTuple):
+    """What the worker keeps of a suite tier's latest report: its figures and its JSON as
+    published."""
+
+    dropped: bool
+    evidence: tuple[tuple[str, float], ...]
+    experiments: int
+    runs: int
+    json: bytes
+
+
+class SuiteCollector(Collector):
+    """The latest report of every suite tier this worker owns, as gauges labelled `suite` and
+    `tier`: 5 series per suite tier (`dropped`, two `drop_evidence_ratio`, `experiments`,
+    `runs`). A suite is an agent, so there are few: the families are made at each scrape, from
+    a snapshot of the dict taken when it starts."""
+
+    def __init__(self) -> None:
+        self.suites: dict[tuple[str, str], SuiteEntry] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        """The four families, a sample per suite tier (per detector for the evidence)."""
+        dropped, evidence, experiments, runs = (
+            GaugeMetricFamily(name, doc, labels=labels) for name, doc, labels in SUITE_FAMILIES
+        )
+        for (suite, tier), entry in list(self.suites.items()):
+            dropped.add_metric([suite, tier], int(entry.dropped))
+            for detector, ratio in entry.evidence:
+                evidence.add_metric([suite, tier, detector], ratio)
+            experiments.add_metric([suite, tier], entry.experiments)
+            runs.add_metric([suite, tier], entry.runs)
+        yield from (dropped, evidence, experiments, runs)
 
 
 class Exporter:
@@ -144,6 +201,8 @@ class Exporter:
         )
         self.consumer_lag = ConsumerLag()
         self.registry.register(self.consumer_lag)
+        self.suites = SuiteCollector()
+        self.registry.register(self.suites)
         self.build_info = gauge("evalstream_build_info", "evalstream's version", ["version"])
         self.build_info.labels(version=version).set(1)
         for reason in REJECT_REASONS:
@@ -194,6 +253,20 @@ class Exporter:
     def remove_experiment(self, experiment_id: str) -> None:
         """Drop an experiment's series: another worker owns it now."""
         self.aggregates.experiments.pop(experiment_id, None)
+
+    def set_suite(self, report: SuiteTier, raw: bytes | None = None) -> None:
+        """Mirror a suite tier's latest report (`raw`: its JSON as published) in its gauges."""
+        self.suites.suites[(report.suite, report.tier)] = SuiteEntry(
+            report.drop.dropped,
+            tuple(report.drop.evidence.items()),
+            report.experiments,
+            report.runs,
+            raw if raw is not None else report.model_dump_json().encode(),
+        )
+
+    def remove_suite(self, suite: str, tier: str) -> None:
+        """Drop a suite tier's series: another worker owns it now, or it was quarantined."""
+        self.suites.suites.pop((suite, tier), None)
 
     def families(self) -> Iterator[Metric]:
         """Every metric family `/metrics` can carry (the aggregates' without samples)."""

@@ -12,8 +12,10 @@ from schemas.cross_tier import CrossTierReport
 from schemas.dead_letter import MessageOrigin, cap_key
 from schemas.grade_change import GradeChange
 from schemas.run_bundle import BUNDLE_MAX_BYTES, bundle_runs
+from schemas.suites import SuiteTier
 from stream_app.core.ingest import Rejection, error_text, make_dead_letter
-from stream_app.core.keys import tier_key
+from stream_app.core.keys import suite_key, tier_key
+from stream_app.core.suite_state import SuiteRun
 from stream_app.service.exporter import Exporter
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
@@ -93,6 +95,29 @@ class Outputs:
             change.experiment_id, change.tier, change.direction
         ).inc()
         return ack
+
+    async def suite_run(self, run: SuiteRun) -> Awaitable[Any]:
+        """A run's suite evidence, on its suite's partition; the caller awaits the result before
+        writing the state that accepted the run (the suite hop cannot re-read its input)."""
+        key = suite_key(run.suite, run.tier).encode()
+        partition = partition_for(run.suite, self.settings.partitions)
+        return await self.send(self.topics.suite_runs, key, run.to_json(), partition)
+
+    async def suite_tier(self, report: SuiteTier) -> None:
+        """A suite's tier, on its suite's partition, and its gauges."""
+        key = suite_key(report.suite, report.tier).encode()
+        partition = partition_for(report.suite, self.settings.partitions)
+        value = report.model_dump_json().encode()
+        await self.send(self.topics.suites, key, value, partition)
+        self.exporter.set_suite(report, value)
+
+    async def retire_suite_tier(self, suite: str, tier: str) -> None:
+        """A quarantined suite tier: a tombstone for its key, and its gauges go."""
+        key = suite_key(suite, tier).encode()
+        await self.send(
+            self.topics.suites, key, None, partition_for(suite, self.settings.partitions)
+        )
+        self.exporter.remove_suite(suite, tier)
 
     async def aggregate(self, agg: TierAggregate) -> None:
         """A tier's aggregate, on the partition of its experiment (one cross-tier agent sees all

@@ -14,15 +14,23 @@ from stream_app.service.kafka_client import ensure_topics
 from stream_app.service.outputs import Outputs, Send
 from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
+from stream_app.service.stages.suites import SuitesStage
 from stream_app.service.stages.table_stage import StateTable, TableStage
 from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
 
 TopicRole = Literal[
-    "input", "dead_letter", "runs_by_tier", "aggregates", "grade_changes", "cross_tier"
+    "input",
+    "dead_letter",
+    "runs_by_tier",
+    "aggregates",
+    "grade_changes",
+    "cross_tier",
+    "suite_runs",
+    "suites",
 ]
 """A topic by what it carries: the field of `settings.topics` that names it."""
-StatefulStage = type[WindowsStage] | type[CrossTierStage]
+StatefulStage = type[WindowsStage] | type[CrossTierStage] | type[SuitesStage]
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ TOPICS: Final = (
     Topic("aggregates", latest_value=True),
     Topic("grade_changes"),
     Topic("cross_tier", latest_value=True),
+    Topic("suite_runs"),
+    Topic("suites", latest_value=True),
 )
 
 
@@ -65,6 +75,7 @@ HOPS: Final = (
     Hop("input", ValidateStage),
     Hop("runs_by_tier", WindowsStage, batch_share=10),
     Hop("aggregates", CrossTierStage),
+    Hop("suite_runs", SuitesStage),
 )
 STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
     cast(StatefulStage, hop.stage) for hop in HOPS if issubclass(hop.stage, TableStage)
@@ -112,6 +123,7 @@ class Stages(NamedTuple):
     validate: ValidateStage
     windows: WindowsStage
     cross_tier: CrossTierStage
+    suites: SuitesStage
 
     def wired(self, settings: Settings) -> list[tuple[Hop, str, ValidateStage | TableStage[Any]]]:
         """(hop, topic it reads, its stage) for every hop, in the topology's order."""
@@ -142,4 +154,5 @@ def build_stages(settings: Settings, send: Send, exporter: Exporter, table_of: T
         validate=ValidateStage(settings, Outputs(send, settings, exporter), exporter),
         windows=stateful(WindowsStage),
         cross_tier=stateful(CrossTierStage),
+        suites=stateful(SuitesStage),
     )

@@ -130,11 +130,12 @@ def test_dashboards_and_alerts_against_live_prometheus(
     worker.wait_ready()
     prometheus = prometheus_for(worker.port)
     settings = settings_for(broker)
-    # 100 runs of each tier: the drop's tier has 50 before its drop (the detectors' warm-up)
-    # and pages within the 50 after.
+    # 120 runs of each tier: the drop's tier has 60 before its drop (the detectors' warm-up:
+    # 50 reference runs, each joining once it has left the 10-run window) and pages within the
+    # 60 after.
     lines = list(
         synthetic_lines(
-            2100, experiments=3, seed=5, drop=Drop(experiment="synthetic-01", tier="T5")
+            2520, experiments=3, seed=5, drop=Drop(experiment="synthetic-01", tier="T5")
         )
     )
     bad = [b"{not json", encode(make_event(run_id="x", passed="yes"))]

@@ -22,6 +22,7 @@ DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 ALERTS = {
     "TierDropped",
+    "SuiteTierDropped",
     "TierRegressedVsBaseline",
     "EvalEventsRejected",
     "EvalStreamDown",
@@ -82,7 +83,7 @@ def dashboard_queries() -> list[str]:
 def test_promtool_check_config_and_rules() -> None:
     promtool = prometheus_tool("promtool")
     assert "SUCCESS" in run(promtool, "check", "config", "prometheus/prometheus.yml")
-    assert "SUCCESS: 27 rules found" in run(promtool, "check", "rules", str(RULES))
+    assert "SUCCESS: 28 rules found" in run(promtool, "check", "rules", str(RULES))
 
 
 def test_promtool_unit_tests_cover_every_alert() -> None:

@@ -1,9 +1,9 @@
-"""The second hop: runs into their tier's rolling window (a table), aggregates and grade changes
-out. Outputs converge to `replay` through any crash by two rules: a batch's grade changes are
-acknowledged by the broker before the states that record them are written (a crash in between
-re-sends the same changes, never loses one), and after every recovery the aggregate of every
-owned key is re-published (an output lost between its changelog write and its own send is
-restored; consumers keep the latest message per key)."""
+"""The second hop: runs into their tier's rolling window (a table); aggregates, grade changes and
+suite evidence out. Outputs converge to `replay` through any crash by two rules: a batch's grade
+changes and suite runs are acknowledged before the states that record them are written (a crash
+in between re-sends them, never loses one; the suite drops repeats), and after every recovery
+the aggregate of every owned key is re-published (an output lost between its changelog write
+and its own send is restored; consumers keep the latest message per key)."""
 
 from __future__ import annotations
 
@@ -122,6 +122,8 @@ class WindowsStage(TableStage[TierState]):
                 added.setdefault(key, []).append(runs[index][1].completed_at_us)
                 if step.grade_change is not None:
                     pending.append(await self.outputs.grade_change(step.grade_change))
+                if step.suite_run is not None:  # acknowledged before the state is written
+                    pending.append(await self.outputs.suite_run(step.suite_run))
                 if step.page is not None:  # the gauge pages; the log says which run did it
                     log.warning(
                         "%s dropped: the %s detector paged on run %r",
