@@ -95,7 +95,7 @@ def _received(worker: WorkerProcess) -> float | None:
 
 
 async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> None:
-    """Tail the three output topics from the beginning into `state`."""
+    """Tail the four output topics of the table from the beginning into `state`."""
     topics = settings.topics
     kinds = output_kinds(settings)
     async with groupless_consumer(
@@ -103,6 +103,7 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
         topics.aggregates,
         topics.cross_tier,
         topics.grade_changes,
+        topics.suites,
         auto_offset_reset="earliest",
     ) as consumer:
         while not stop.is_set():

@@ -68,8 +68,8 @@ class TailProgress:
 
 
 def resolve_topic(settings: Settings, name: str) -> TailTopic:
-    """The topic a short name (`aggregates`, `grades`, `reports`, `dlq`) or a configured output
-    topic name stands for.
+    """The topic a short name (`aggregates`, `grades`, `reports`, `dlq`, `suites`) or a configured
+    output topic name stands for.
 
     Raises:
         TailError: the name is neither.
@@ -227,7 +227,7 @@ class TailCommand(Command):
     name = "tail"
     description = (
         "Print each record of an output topic on one readable line, or as a JSON line with "
-        "--json. TOPIC is aggregates, grades, reports or dlq, or a topic's full name. "
+        "--json. TOPIC is aggregates, grades, reports, dlq or suites, or a topic's full name. "
         "New records only unless --from-beginning. Reads without a consumer group: it "
         "commits nothing and never disturbs the workers."
     )
@@ -235,7 +235,7 @@ class TailCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """TOPIC, where to start, when to end, how to print; `--broker` and `--config`."""
         parser.add_argument(
-            "name", metavar="TOPIC", help="aggregates, grades, reports, dlq, or a name"
+            "name", metavar="TOPIC", help="aggregates, grades, reports, dlq, suites, or a name"
         )
         parser.add_argument(
             "--from-beginning",

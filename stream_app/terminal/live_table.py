@@ -1,6 +1,6 @@
 """The demo's live view (and `stream-app status EXPERIMENT`): what the output topics say, as a
 terminal table. Pure rendering of a `LiveState` that the demo feeds from `tier-aggregates`,
-`cross-tier-reports` and `grade-changes`."""
+`cross-tier-reports`, `grade-changes` and `suite-tiers`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from schemas.aggregates import TierAggregate
 from schemas.common import tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
+from schemas.suites import SuiteTier
 from stream_app.core.keys import split_tier_key
 from stream_app.terminal.records import (
     NOT_SIGNIFICANT,
@@ -22,6 +23,7 @@ from stream_app.terminal.records import (
     difference_text,
     pass_rate_text,
 )
+from stream_app.terminal.text import printable
 
 HIGHLIGHT_S = 15.0
 GRADE_COLOURS = {"A": "32", "B": "36", "C": "33", "D": "35", "F": "31"}
@@ -31,6 +33,9 @@ GRADE_WIDTH = 12  # "filling 9/10"; wider capacities push the row, not the grade
 EXPERIMENT_WIDTH = 14
 PASS_RATE_WIDTH = 19  # "100.0 [91.1, 100.0]"
 DIFFERENCE_WIDTH = 24  # "-33.3 [-100.0, +100.0] ~"; a wider one pushes the row
+SUITE_WIDTH = 24  # an agent's name: "claude-sonnet-4-5-20250929"
+SUITE_EXPERIMENTS_WIDTH = 15  # "999 experiments"
+SUITE_RUNS_WIDTH = 7
 
 
 @dataclass
@@ -40,31 +45,37 @@ class LiveState:
     aggregates: dict[tuple[str, str], TierAggregate] = field(default_factory=dict)
     reports: dict[str, CrossTierReport] = field(default_factory=dict)
     changes: list[tuple[float, GradeChange]] = field(default_factory=list)
+    suites: dict[tuple[str, str], SuiteTier] = field(default_factory=dict)
 
     def add(self, kind: Kind, record: KafkaRecord) -> None:
         """A record of an output topic: the latest aggregate of a tier, report of an experiment,
-        or a grade change; a tombstone retires its key.
+        or suite tier, or a grade change; a tombstone retires its key.
 
         Raises:
             ValidationError: the record is not what a topic of its kind holds.
         """
         if record.value is None:
-            self.retire((record.key or b"").decode(), tier=kind == "aggregates")
+            self.retire(kind, (record.key or b"").decode())
             return
         value = decode(kind, record.value)
         if isinstance(value, TierAggregate):
             self.aggregates[(value.experiment_id, value.tier)] = value
         elif isinstance(value, CrossTierReport):
             self.reports[value.experiment_id] = value
+        elif isinstance(value, SuiteTier):
+            self.suites[(value.suite, value.tier)] = value
         elif isinstance(value, GradeChange):
             self.add_change(value)
 
-    def retire(self, key: str, tier: bool) -> None:
-        """A tombstone's key: a retired tier (`experiment/tier`) or experiment."""
-        if tier:
+    def retire(self, kind: Kind, key: str) -> None:
+        """A tombstone's key on a `kind` topic: a retired tier (`experiment/tier`), experiment or
+        suite tier (`suite/tier`)."""
+        if kind == "aggregates":
             self.aggregates.pop(split_tier_key(key), None)
-        else:
+        elif kind == "cross_tier":
             self.reports.pop(key, None)
+        elif kind == "suites":
+            self.suites.pop(split_tier_key(key), None)
 
     def add_change(self, change: GradeChange, now: float | None = None) -> None:
         """Remember a grade change and when it arrived, to highlight it for a while."""
@@ -143,10 +154,65 @@ def legend(level: float, capacity: int) -> list[str]:
     ]
 
 
+SUITE_LEGEND = (
+    "a suite is every experiment of one agent; DROPPED = its detectors paged (alert "
+    "SuiteTierDropped).",
+    # A suite of one experiment never pages (core.suite_state.MIN_EXPERIMENTS): its tiers' own
+    # detectors watch that experiment (TierDropped). Not imported: it would load the detectors.
+    "% to a page: the larger of its detectors' evidence, 100 % pages; a suite of one experiment "
+    "never pages (its tiers do).",
+)
+
+
+def _in_order(key: tuple[str, str]) -> tuple[str, int, tuple[int, str]]:
+    """A `(name, tier)` key's place: by name, then numeric tier (T2 < T10); a tier name that is
+    not one (a foreign record's) after the others, so it cannot stop the table."""
+    name, tier = key
+    try:
+        return name, 0, tier_sort_key(tier)
+    except ValueError:
+        return name, 1, (0, tier)
+
+
+def _suite_state(suite: SuiteTier, paint: Paint) -> str:
+    """DROPPED while the suite's detectors say so, else the larger evidence as the percentage of
+    the way to a page."""
+    if suite.drop.dropped:
+        return paint("DROPPED", DROPPED)
+    if not suite.drop.evidence:
+        return paint("no evidence yet", DIM)
+    share = 100 * max(suite.drop.evidence.values())
+    # Rounded down: 99.6 % is not a page yet.
+    percent = str(math.floor(share)) if math.isfinite(share) else f"{share:.0f}"
+    return f"{percent:>3} % to a page"
+
+
+def render_suites(state: LiveState, paint: Paint, colour: bool) -> list[str]:
+    """The suite section: one row per suite tier, by suite then numeric tier, and its legend;
+    nothing without suites."""
+    if not state.suites:
+        return []
+    columns = (
+        f"{'suite':<{SUITE_WIDTH}} {'tier':<4} {'experiments':<{SUITE_EXPERIMENTS_WIDTH}} "
+        f"{'runs':>{SUITE_RUNS_WIDTH}} drop detectors"
+    )
+    lines = ["", paint(columns, "1") if colour else columns]
+    for key in sorted(state.suites, key=_in_order):
+        suite = state.suites[key]
+        name = printable(suite.suite)[:SUITE_WIDTH]
+        count = f"{suite.experiments} experiment{'' if suite.experiments == 1 else 's'}"
+        lines.append(
+            f"{name:<{SUITE_WIDTH}} {printable(suite.tier):<4} "
+            f"{count:<{SUITE_EXPERIMENTS_WIDTH}} {suite.runs:>{SUITE_RUNS_WIDTH}} "
+            f"{_suite_state(suite, paint)}"
+        )
+    return lines + [""] + [paint(line, DIM) for line in SUITE_LEGEND]
+
+
 def render(state: LiveState, header: str, colour: bool, now: float | None = None) -> str:
     """The live table as text: tiers with their grades, their pass rates over all their runs and
-    the differences from the baseline with their intervals, the drop detectors' state, recent
-    grade changes."""
+    the differences from the baseline with their intervals, the drop detectors' state; the suites'
+    tiers below them, and recent grade changes."""
     now = now if now is not None else time.monotonic()
 
     def paint(text: str, code: str) -> str:
@@ -163,7 +229,7 @@ def render(state: LiveState, header: str, colour: bool, now: float | None = None
         f"{'vs baseline, points':>{DIFFERENCE_WIDTH}} {'uplift':>7} {'cost of pass':>12}"
     )
     lines.append(paint(columns, "1") if colour else columns)
-    keys = sorted(state.aggregates, key=lambda k: (k[0], tier_sort_key(k[1])))
+    keys = sorted(state.aggregates, key=_in_order)
     for experiment, tier in keys:
         agg = state.aggregates[(experiment, tier)]
         report = state.reports.get(experiment)
@@ -189,6 +255,7 @@ def render(state: LiveState, header: str, colour: bool, now: float | None = None
         level = next(iter(state.reports.values())).difference_confidence if state.reports else 0.95
         capacity = state.aggregates[keys[0]].capacity
         lines += [""] + [paint(line, DIM) for line in legend(level, capacity)]
+    lines += render_suites(state, paint, colour)
     if state.changes:
         lines += ["", "grade changes (newest last):"]
         for _, change in state.changes[-6:]:

@@ -17,19 +17,21 @@ from schemas.aggregates import CumulativeStats, DropStatus, TierAggregate
 from schemas.cross_tier import CrossTierReport, Difference
 from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
+from schemas.suites import SuiteTier
 from stream_app import bounded_json
 from stream_app.terminal.text import printable
 
 if TYPE_CHECKING:
     from stream_app.service.settings import Settings
 
-Kind = Literal["aggregates", "grade_changes", "cross_tier", "dead_letter"]
+Kind = Literal["aggregates", "grade_changes", "cross_tier", "suites", "dead_letter"]
 
 SHORT_NAMES: Final[dict[str, Kind]] = {
     "aggregates": "aggregates",
     "grades": "grade_changes",
     "reports": "cross_tier",
     "dlq": "dead_letter",
+    "suites": "suites",
 }
 """The names a user types; the configured topic names (`topics.*`) are accepted too."""
 
@@ -37,6 +39,7 @@ MODELS: Final[dict[Kind, type[BaseModel]]] = {
     "aggregates": TierAggregate,
     "grade_changes": GradeChange,
     "cross_tier": CrossTierReport,
+    "suites": SuiteTier,
     "dead_letter": DeadLetter,
 }
 DETAIL_CHARS: Final = 160
@@ -62,6 +65,7 @@ def output_kinds(settings: Settings) -> dict[str, Kind]:
         topics.aggregates: "aggregates",
         topics.grade_changes: "grade_changes",
         topics.cross_tier: "cross_tier",
+        topics.suites: "suites",
         topics.dead_letter: "dead_letter",
     }
 
@@ -122,6 +126,19 @@ def aggregate_line(agg: TierAggregate) -> str:
         f"median composite {agg.composite_score.median:.3f}  "
         f"window {agg.runs}/{agg.capacity}{filling}  "
         f"all {cumulative.runs} runs: pass % {pass_rate_text(cumulative)}  {_drop(agg.drop)}"
+    )
+
+
+def suite_line(report: SuiteTier) -> str:
+    """A suite's tier: how many experiments and runs it pools, and its drop detectors (each
+    one's evidence, 1 pages), DROPPED when they paged (what `SuiteTierDropped` pages on)."""
+    experiments = f"{report.experiments} experiment{'' if report.experiments == 1 else 's'}"
+    evidence = " ".join(f"{d} {ratio:.2f}" for d, ratio in report.drop.evidence.items())
+    evidence = evidence or "none yet"
+    drop = f"DROPPED (evidence {evidence})" if report.drop.dropped else f"drop evidence {evidence}"
+    return (
+        f"suite {printable(report.suite)}/{printable(report.tier)}  {experiments}, "
+        f"{report.runs} runs  {drop}"
     )
 
 
@@ -209,6 +226,7 @@ FORMATS: Final[dict[Kind, Callable[[Any], str]]] = {
     "aggregates": aggregate_line,
     "grade_changes": _grade_change,
     "cross_tier": _report,
+    "suites": suite_line,
     "dead_letter": _dead_letter,
 }
 

@@ -1,15 +1,22 @@
 """The demo's live table (and `status EXPERIMENT`): a tier whose window is not full yet says so
 in place of its grade; a full window shows its grade, and "DROPPED" or "warming" for its drop
 detectors. Every tier shows its runs and pass rate over all of them with an interval, and its
-difference from the baseline with an interval, marked `~` when not significant."""
+difference from the baseline with an interval, marked `~` when not significant. Below the
+experiments, one row per suite tier (every experiment of one agent): DROPPED when its detectors
+paged, else how far its evidence is on the way to a page."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+import pytest
+from pydantic import ValidationError
+
+from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
-from stream_app.terminal.live_table import LiveState, render
+from stream_app.terminal.live_table import SUITE_LEGEND, LiveState, render
 from tests.helpers import encode, make_event
 
 
@@ -192,3 +199,172 @@ def test_the_table_fits_120_columns_with_a_grade_change() -> None:
     text = render(state, "", colour=False, now=1.0)
     assert row(text, "T1").endswith(" ▼ B→F")
     assert max(len(line) for line in text.splitlines()) <= 120
+
+
+@dataclass
+class Record:
+    """What aiokafka hands over, as far as the live table reads it."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    partition: int = 0
+    offset: int = 0
+    timestamp: int = 1_767_603_660_000
+
+
+def suite_tier(
+    suite: str = "claude",
+    tier: str = "T2",
+    *,
+    experiments: int = 3,
+    runs: int = 120,
+    dropped: bool = False,
+    evidence: tuple[float, float] = (0.42, 0.1),
+) -> SuiteTier:
+    return SuiteTier(
+        suite=suite,
+        tier=tier,
+        experiments=experiments,
+        runs=runs,
+        drop=SuiteDrop(dropped=dropped, evidence={"pass_rate": evidence[0], "score": evidence[1]}),
+    )
+
+
+def suite_record(report: SuiteTier) -> Record:
+    key = f"{report.suite}/{report.tier}".encode()
+    return Record("suite-tiers", report.model_dump_json().encode(), key)
+
+
+def suite_rows(text: str) -> list[str]:
+    """The rows of the suite section, its heading first; none without one."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("suite ")]
+    if not starts:
+        return []
+    rows = lines[starts[0] :]
+    return rows[: rows.index("")]
+
+
+def test_a_suite_tier_shows_below_the_experiments() -> None:
+    state = state_of({"T0": 10, "T1": 10}, reports=True)
+    state.add("suites", suite_record(suite_tier()))
+    assert state.suites == {("claude", "T2"): suite_tier()}
+    text = render(state, "header", colour=False)
+    heading, *rows = suite_rows(text)
+    assert re.match(r"suite\s+tier\s+experiments\s+runs\s+drop detectors$", heading), heading
+    assert rows == [
+        f"{'claude':<24} T2   {'3 experiments':<15} {120:>7}  42 % to a page",
+    ]
+    lines = text.splitlines()
+    assert lines.index(heading) > lines.index(row(text, "T1"))
+    assert lines.index(heading) > max(
+        i for i, line in enumerate(lines) if "(alert TierDropped)" in line
+    )
+    legend = text.split(heading)[1]
+    assert "a suite is every experiment of one agent" in legend
+    assert "DROPPED = its detectors paged (alert SuiteTierDropped)" in legend
+    assert max(len(line) for line in lines) <= 120
+
+
+def test_a_dropped_suite_tier_says_so() -> None:
+    state = LiveState()
+    state.add("suites", suite_record(suite_tier(dropped=True, evidence=(1.3, 0.2))))
+    [row_] = suite_rows(render(state, "", colour=False))[1:]
+    assert re.match(r"claude\s+T2\s+3 experiments\s+120 DROPPED$", row_), row_
+    assert "% to a page" not in row_
+    assert "\x1b[1;31mDROPPED\x1b[0m" in render(state, "", colour=True)
+
+
+def test_a_suite_tier_short_of_a_page_shows_how_far_rounded_down() -> None:
+    state = LiveState()
+    state.add("suites", suite_record(suite_tier(evidence=(0.2, 0.996))))
+    state.add("suites", suite_record(suite_tier(tier="T3", experiments=1, evidence=(0.0, 0.0))))
+    rows = suite_rows(render(state, "", colour=False))[1:]
+    assert rows[0].endswith("  99 % to a page"), rows[0]  # the larger, not rounded up to a page
+    assert re.match(r"claude\s+T3\s+1 experiment\s+120\s+0 % to a page$", rows[1]), rows[1]
+
+
+def test_a_suite_tombstone_removes_its_row_and_the_last_one_the_section() -> None:
+    state = state_of({"T0": 10})
+    state.add("suites", suite_record(suite_tier()))
+    state.add("suites", suite_record(suite_tier(tier="T3")))
+    state.add("suites", Record("suite-tiers", None, b"claude/T2"))
+    assert list(state.suites) == [("claude", "T3")]
+    assert len(suite_rows(render(state, "", colour=False))) == 2
+    state.add("suites", Record("suite-tiers", None, b"claude/T3"))
+    assert state.suites == {}
+    assert suite_rows(render(state, "", colour=False)) == []
+
+
+def test_no_suite_section_without_suites() -> None:
+    text = render(state_of({"T0": 10, "T1": 10}, reports=True), "", colour=False)
+    assert suite_rows(text) == []
+    assert "SuiteTierDropped" not in text
+    assert "suite" not in render(LiveState(), "", colour=False)
+
+
+def test_suite_tiers_are_sorted_by_suite_then_numeric_tier() -> None:
+    state = LiveState()
+    for suite, tier in [("gpt", "T1"), ("claude", "T10"), ("claude", "T2"), ("claude", "T0")]:
+        state.add("suites", suite_record(suite_tier(suite, tier)))
+    rows = suite_rows(render(state, "", colour=False))[1:]
+    assert [r.split()[:2] for r in rows] == [
+        ["claude", "T0"],
+        ["claude", "T2"],
+        ["claude", "T10"],
+        ["gpt", "T1"],
+    ]
+
+
+def test_a_suite_name_is_printable_and_cut_to_its_column() -> None:
+    state = LiveState()
+    state.add("suites", suite_record(suite_tier(suite="evil\x1b[2J")))
+    state.add("suites", suite_record(suite_tier(suite="x" * 40)))
+    text = render(state, "", colour=False)
+    assert "\x1b" not in text
+    _, evil, long = suite_rows(text)
+    assert evil.startswith("evil\\x1b[2J ")
+    assert long.startswith("x" * 24 + " T2 ")
+    assert len(evil) == len(long)
+
+
+def test_a_suite_tier_with_a_name_that_is_no_tier_does_not_stop_the_table() -> None:
+    state = LiveState()
+    state.add("suites", suite_record(suite_tier(tier="weird")))
+    state.add("suites", suite_record(suite_tier(tier="T1")))
+    rows = suite_rows(render(state, "", colour=False))[1:]
+    assert [r.split()[1] for r in rows] == ["T1", "weird"]
+
+
+def test_a_record_that_is_not_a_suite_tier_is_refused() -> None:
+    state = state_of({"T0": 10})
+    aggregate = state.aggregates[("exp", "T0")].model_dump_json().encode()
+    for value in (aggregate, b"{oops", b'"claude"'):
+        with pytest.raises(ValidationError):
+            state.add("suites", Record("suite-tiers", value, b"claude/T2"))
+    with pytest.raises(ValidationError):  # and a suite tier is no aggregate
+        state.add("aggregates", suite_record(suite_tier()))
+    assert state.suites == {}
+    assert list(state.aggregates) == [("exp", "T0")]
+
+
+def test_tombstones_retire_only_the_keys_of_their_own_kind() -> None:
+    state = state_of({"T0": 10}, reports=True)
+    state.add("suites", suite_record(suite_tier(suite="exp", tier="T0")))
+    state.add("aggregates", Record("tier-aggregates", None, b"exp/T0"))
+    assert state.aggregates == {}
+    assert list(state.suites) == [("exp", "T0")]
+    assert list(state.reports) == ["exp"]
+    state.add("cross_tier", Record("cross-tier-reports", None, b"exp"))
+    assert state.reports == {}
+    assert list(state.suites) == [("exp", "T0")]
+
+
+def test_the_suite_legend_says_one_experiment_as_the_detectors_do() -> None:
+    """The legend's "a suite of one experiment never pages" is `MIN_EXPERIMENTS` (not imported
+    by the table: it would load the detectors)."""
+    from stream_app.core.suite_state import MIN_EXPERIMENTS
+
+    assert MIN_EXPERIMENTS == 2
+    assert any("a suite of one experiment never pages" in line for line in SUITE_LEGEND)

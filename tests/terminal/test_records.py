@@ -1,0 +1,74 @@
+"""The kinds of output records, declared once for `tail` and the live table: every kind has its
+schema, its line, its topic and a short name; and how a suite's tier prints on one line."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from schemas.suites import SuiteDrop, SuiteTier
+from stream_app.commands.tail import resolve_topic
+from stream_app.service.settings import load_settings
+from stream_app.terminal.records import (
+    FORMATS,
+    MODELS,
+    SHORT_NAMES,
+    Kind,
+    format_record,
+    output_kinds,
+    suite_line,
+)
+from tests.terminal.test_live_table import Record
+
+SETTINGS = load_settings()
+
+
+def test_every_kind_has_its_schema_line_topic_and_short_name() -> None:
+    kinds = set(get_args(Kind))
+    assert set(MODELS) == kinds
+    assert set(FORMATS) == kinds
+    assert set(SHORT_NAMES.values()) == kinds
+    assert set(output_kinds(SETTINGS).values()) == kinds
+    for kind in kinds:  # the kind is the field of `topics` that names its topic
+        assert output_kinds(SETTINGS)[getattr(SETTINGS.topics, kind)] == kind
+
+
+def test_suites_is_the_suite_tiers_topic() -> None:
+    assert resolve_topic(SETTINGS, "suites").topic == "suite-tiers"
+    assert resolve_topic(SETTINGS, "suite-tiers").kind == "suites"
+    renamed = load_settings(topics={"suites": "team-a.suites"})
+    assert resolve_topic(renamed, "suites").topic == "team-a.suites"
+    assert resolve_topic(renamed, "team-a.suites").kind == "suites"
+
+
+def report(dropped: bool, experiments: int = 3) -> SuiteTier:
+    return SuiteTier(
+        suite="claude\x1b[2J",
+        tier="T2",
+        experiments=experiments,
+        runs=120,
+        drop=SuiteDrop(dropped=dropped, evidence={"pass_rate": 1.2, "score": 0.05}),
+    )
+
+
+def test_suite_line() -> None:
+    value = report(dropped=False).model_dump_json().encode()
+    line = format_record("suites", Record("suite-tiers", value, b"claude/T2"))
+    assert line == (
+        "suite claude\\x1b[2J/T2  3 experiments, 120 runs  drop evidence pass_rate 1.20 score 0.05"
+    )
+    assert suite_line(report(dropped=True, experiments=1)) == (
+        "suite claude\\x1b[2J/T2  1 experiment, 120 runs  "
+        "DROPPED (evidence pass_rate 1.20 score 0.05)"
+    )
+    no_evidence = SuiteTier(
+        suite="s", tier="T0", experiments=2, runs=0, drop=SuiteDrop(dropped=False, evidence={})
+    )
+    assert suite_line(no_evidence) == "suite s/T0  2 experiments, 0 runs  drop evidence none yet"
+
+
+def test_suite_tombstones_and_foreign_records() -> None:
+    assert format_record("suites", Record("suite-tiers", None, b"claude/T2")) == (
+        "claude/T2  retired"
+    )
+    odd = format_record("suites", Record("suite-tiers", b'{"suite": "x"}', b"k", 1, 7))
+    assert odd.startswith("[1]@7 not a SuiteTier: ")
