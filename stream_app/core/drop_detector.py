@@ -139,6 +139,11 @@ def _falls(reference: float, smallest: float) -> tuple[float, float, float]:
     )
 
 
+def _odds_ratios(design: DropDesign) -> tuple[float, ...]:
+    """The falls as odds ratios: what they are for a pass rate of 1/2."""
+    return tuple((0.5 - d) / (0.5 + d) for d in _falls(0.5, design.smallest_fall))
+
+
 def pass_bets(reference: float, design: DropDesign) -> tuple[float, ...]:
     """Lam of each fall for pass/fail runs: the Bernoulli likelihood ratio of m - d against m."""
     if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
@@ -300,7 +305,11 @@ class DropState:
         """The state after one more accepted run, the detector that paged on it, and its suite
         evidence. The hot path of every accepted run: plain loops over six numbers."""
         if not self.calibrated(stratum, design):
-            return Observed(self, None, None)
+            # a young tier's stratum already informs its suite, where many average
+            ref = self.strata.get(stratum)
+            young = ref is not None and ref.runs >= STRATUM_RUNS
+            contribution = self._contribution(passed, score, stratum, design) if young else None
+            return Observed(self, None, contribution)
         threshold = design.threshold
         old = self.evidence
         cap = design.cap
@@ -327,17 +336,22 @@ class DropState:
         self, passed: float, score: float, stratum: str, design: DropDesign
     ) -> Contribution:
         """The run's suite evidence: log e of each (detector, fall) against its stratum's
-        reference at SUITE_Z (0 where a reference cannot fall)."""
-        out: list[int] = []
-        for (ref, lams), x in zip(
-            self.bets(design, stratum, SUITE_Z), (passed, score), strict=True
-        ):
-            if not lams:
-                out += [0] * len(FALLS)
-                continue
-            for lam in lams:
-                e = _FLOOR + (1 - _FLOOR) * max(1.0 + lam * (ref - x), 0.0)
-                out.append(round(math.log(e) * LOG_UNIT))
+        reference at SUITE_Z. Pass or fail is bet on odds ratios (Steiner et al. 2000: `R^y /
+        (1 - m + R m)`), the falls' at a reference of 1/2, so that a subtest near 0 % or 100 %
+        costs a suite little; scores as a tier bets them (0 where a reference cannot fall)."""
+        ref = self.strata.get(stratum, Reference())
+        m = ref.pass_rate(SUITE_Z)
+        out = [
+            round(math.log(_FLOOR + (1 - _FLOOR) * r**passed / (1 - m + r * m)) * LOG_UNIT)
+            for r in _odds_ratios(design)
+        ]
+        score_ref = ref.score(SUITE_Z)
+        lams = score_bets(score_ref, ref.variance(), design)
+        if not lams:
+            return (*out, *[0] * len(FALLS))
+        for lam in lams:
+            e = _FLOOR + (1 - _FLOOR) * max(1.0 + lam * (score_ref - score), 0.0)
+            out.append(round(math.log(e) * LOG_UNIT))
         return tuple(out)
 
     def _recovered(

@@ -13,6 +13,7 @@ import pytest
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import (
     DETECTORS,
+    LOG_UNIT,
     MAX_STRATA,
     STRATUM_RUNS,
     DropDesign,
@@ -337,3 +338,23 @@ def test_strata_names_are_bounded_in_bytes() -> None:
     raw["t"].append(["\x7f" * 200, 1, 1, 0, 0])
     with pytest.raises(ValueError, match="budget"):
         DropState.from_state(raw)
+
+
+def test_suite_evidence_of_a_subtest_that_always_passes_is_small() -> None:
+    """Bet on odds ratios, a pass of a subtest at 100 % costs its suite little (the tier's
+    additive falls would cost it about 0.5 nats) and a fail is evidence; a young tier's subtest
+    (10 reference runs, before the tier's warm-up) already informs its suite."""
+    state = DropState()
+    for _ in range(STRATUM_RUNS):
+        state, _ = state.observe(1.0, 0.9, DESIGN, "easy")
+    assert not state.monitoring(DESIGN)
+    assert state.observe_run(1.0, 0.9, "easy", DESIGN).contribution is not None
+    for _ in range(90):
+        state, _ = state.observe(1.0, 0.9, DESIGN, "easy")
+    seen = state.observe_run(1.0, 0.9, "easy", DESIGN)
+    assert seen.contribution is not None
+    passes = [c / LOG_UNIT for c in seen.contribution[:3]]
+    assert all(-0.05 < c <= 0 for c in passes), passes
+    fails = state.observe_run(0.0, 0.9, "easy", DESIGN).contribution
+    assert fails is not None
+    assert all(c / LOG_UNIT > 0.5 for c in fails[:3])
