@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,15 @@ A_GRADE_DROP = GradeChange(
     run_id="exp/T5/07/run_02",
 )
 """A grade change as the worker publishes it, for the tests that print one."""
+
+
+@dataclass
+class KafkaRecord:
+    """What aiokafka hands over, as far as `tail` and the live table read it."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    partition: int = 0
+    offset: int = 0
+    timestamp: int = 1_767_603_660_000

@@ -7,7 +7,6 @@ import base64
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,20 +22,9 @@ from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from stream_app.terminal.records import MODELS, format_record, json_line
 from tests.helpers import A_GRADE_DROP, encode, make_event
+from tests.helpers import KafkaRecord as Record
 
 SETTINGS = load_settings()
-
-
-@dataclass
-class Record:
-    """What aiokafka hands over, as far as tail reads it."""
-
-    topic: str
-    value: bytes | None
-    key: bytes | None = None
-    partition: int = 0
-    offset: int = 0
-    timestamp: int = 1_767_603_660_000
 
 
 @pytest.mark.parametrize(

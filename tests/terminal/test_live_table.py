@@ -8,7 +8,6 @@ paged, else how far its evidence is on the way to a page."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import pytest
 from pydantic import ValidationError
@@ -17,6 +16,7 @@ from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from stream_app.terminal.live_table import SUITE_LEGEND, LiveState, render
+from tests.helpers import KafkaRecord as Record
 from tests.helpers import encode, make_event
 
 
@@ -199,18 +199,6 @@ def test_the_table_fits_120_columns_with_a_grade_change() -> None:
     text = render(state, "", colour=False, now=1.0)
     assert row(text, "T1").endswith(" ▼ B→F")
     assert max(len(line) for line in text.splitlines()) <= 120
-
-
-@dataclass
-class Record:
-    """What aiokafka hands over, as far as the live table reads it."""
-
-    topic: str
-    value: bytes | None
-    key: bytes | None = None
-    partition: int = 0
-    offset: int = 0
-    timestamp: int = 1_767_603_660_000
 
 
 def suite_tier(
