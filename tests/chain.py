@@ -1,14 +1,16 @@
-"""The worker's whole chain in memory: validate → windows → cross-tier, the real stages over an
-in-memory broker (a list per topic partition) and tables that are dicts recovered from their
-changelogs. It runs the worker's delivery contract (a batch is committed after its outputs are
-confirmed; a crash redelivers everything after the last commit) with hooks between batches: a
-crash and restart, a rebalance (partitions revoked, then recovered), dropped caches, retirement.
-The third way, beside `replay` and a live worker, to check that the worker equals `replay`."""
+"""The worker's whole chain in memory: validate → windows → cross-tier and suites, the real
+stages over an in-memory broker (a list per topic partition) and tables that are dicts recovered
+from their changelogs. It runs the worker's delivery contract (a batch is committed after its
+outputs are confirmed; a crash redelivers everything after the last commit) with hooks between
+batches: a crash and restart, a rebalance (partitions revoked, then recovered), dropped caches,
+retirement. The third way, beside `replay` and a live worker, to check that the worker equals
+`replay`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,10 +130,15 @@ class Chain:
     records from one partition at a time, the positions committed every `commit_every` batches
     (a crash reads the rest again, as Faust's periodic commit does)."""
 
-    def __init__(self, settings: Settings, batch: int = 7, commit_every: int = 1) -> None:
+    def __init__(
+        self, settings: Settings, batch: int = 7, commit_every: int = 1, seed: int | None = None
+    ) -> None:
         self.settings = settings
         self.batch = batch
         self.commit_every = commit_every
+        self.rnd = random.Random(seed) if seed is not None else None
+        """With a seed, the next source partition is drawn at random instead of in turn: the
+        suite hop's input then interleaves the windows hop's partitions in another order."""
         self.broker = MemoryBroker(settings.partitions)
         self.exporter = Exporter(__version__)
         self.committed: dict[tuple[str, int], int] = {}
@@ -199,6 +206,8 @@ class Chain:
             for topic, stage in self._sources()
             for partition in range(self.settings.partitions)
         ]
+        if self.rnd is not None:
+            self.cursor = self.rnd.randrange(len(sources))
         for i in range(len(sources)):
             topic, stage, partition = sources[(self.cursor + i) % len(sources)]
             at = self.worker.positions.get((topic, partition), 0)

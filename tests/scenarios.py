@@ -123,12 +123,21 @@ def _retirement() -> Scenario:
 
 
 def _suite() -> Scenario:
-    """Five experiments of one agent (one model), each on its own key, regressing together
-    after 40 runs a tier: the suite hop gathers their evidence from every partition."""
+    """Five experiments of one agent (one model), each on its own key, of different lengths,
+    pass patterns and judge scores, regressing together after 40 runs a tier, over twelve
+    hours, sent experiment by experiment: the suite hop gathers their evidence from every
+    partition, hours out of order when a partition runs ahead of another."""
     lines = [
-        run(f"suite-{x}", "T1", n, passed=n < 40 and (n + x) % 5 != 0, minute=n)
-        for n in range(70)
+        run(
+            f"suite-{x}",
+            "T1",
+            n,
+            passed=n < 40 and (n * (x + 2)) % 7 != 0,
+            minute=10 * n,
+            judgment={"summary": {"weighted_score": round(0.5 + ((n * 7 + x * 3) % 11) / 22, 4)}},
+        )
         for x in range(5)
+        for n in range(60 + 5 * x)
     ]
     return Scenario(
         "suite",

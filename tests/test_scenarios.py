@@ -1,6 +1,7 @@
 """Every scenario through the in-memory chain of the real stages equals `replay` of the same
 lines: in one go, in batches of one, across crashes that redeliver uncommitted batches, across
-rebalances, and with the caches dropped between batches."""
+rebalances, with the caches dropped between batches, and with the partitions read in random
+orders (the suite hop's input interleaved otherwise than by any replay)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ async def drop_caches(chain: Chain) -> None:
 Hook = Callable[[Chain], Awaitable[None]]
 SOME = (2, 5, 11, 23, 47, 95)
 """Batch numbers after which a crash or a rebalance strikes: early, and as the backlog goes."""
-PATHS: dict[str, tuple[int, int, dict[int, Hook]]] = {  # batch size, commit every, hooks
-    "in one go": (1000, 1, {}),
-    "batches of one": (1, 1, {}),
-    "crashes": (3, 4, dict.fromkeys(SOME, crash)),
-    "rebalances": (5, 1, dict.fromkeys(SOME, rebalance)),
-    "caches dropped": (4, 1, dict.fromkeys(range(1, 500), drop_caches)),
+PATHS: dict[str, tuple[int, int, dict[int, Hook], int | None]] = {
+    # batch size, commit every, hooks, seed of the partitions' order (None: in turn)
+    "in one go": (1000, 1, {}, None),
+    "batches of one": (1, 1, {}, None),
+    "crashes": (3, 4, dict.fromkeys(SOME, crash), None),
+    "rebalances": (5, 1, dict.fromkeys(SOME, rebalance), None),
+    "caches dropped": (4, 1, dict.fromkeys(range(1, 500), drop_caches), None),
+    "partitions shuffled": (3, 1, {}, 1),
+    "partitions shuffled, crashes": (2, 3, dict.fromkeys(SOME, crash), 2),
 }
 
 
@@ -46,8 +50,8 @@ async def test_the_chain_equals_replay(
     scenario: Scenario, path: str, make_chain: Callable[..., Chain]
 ) -> None:
     settings = settings_of(scenario)
-    batch, commit_every, hooks = PATHS[path]
-    chain = make_chain(settings, batch=batch, commit_every=commit_every)
+    batch, commit_every, hooks, seed = PATHS[path]
+    chain = make_chain(settings, batch=batch, commit_every=commit_every, seed=seed)
     for n, phase in enumerate(scenario.phases()):
         if n:  # the pause: the worker's retirement timer runs after the idle time
             retired = await chain.retire(

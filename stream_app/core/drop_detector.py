@@ -36,13 +36,6 @@ gets no reference, like one beyond MAX_STRATA."""
 STRATUM_RUNS: Final = 10
 """Reference runs a stratum needs before its runs give evidence (once the tier's strata have
 `drop_warmup_runs` between them): a subtest seen for the first time is no evidence."""
-SUITE_Z: Final = 0.5
-"""How far below its stratum's estimate a run's suite evidence is measured, in standard errors:
-a suite pools many strata, whose estimation errors average out (docs/statistics.md, 'Suites')."""
-LOG_UNIT: Final = 2**32
-"""Fixed-point units per nat of a run's suite evidence: sums exact in any order."""
-_FLOOR: Final = 1e-9
-"""A run's suite e-value is FLOOR + (1 - FLOOR) e: still of mean <= 1, and its log finite."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +122,7 @@ def _bernstein(z: float, reference: Reference) -> float:
     return 7 * z * z / (6 * (reference.runs - 1))
 
 
-def _falls(reference: float, smallest: float) -> tuple[float, float, float]:
+def falls(reference: float, smallest: float) -> tuple[float, float, float]:
     """The d of each fall: 1, 2 and 3 times the smallest, at most to 1/2, 1/4, 1/8 of the
     reference."""
     return (
@@ -139,17 +132,12 @@ def _falls(reference: float, smallest: float) -> tuple[float, float, float]:
     )
 
 
-def _odds_ratios(design: DropDesign) -> tuple[float, ...]:
-    """The falls as odds ratios: what they are for a pass rate of 1/2."""
-    return tuple((0.5 - d) / (0.5 + d) for d in _falls(0.5, design.smallest_fall))
-
-
 def pass_bets(reference: float, design: DropDesign) -> tuple[float, ...]:
     """Lam of each fall for pass/fail runs: the Bernoulli likelihood ratio of m - d against m."""
     if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
         return ()
     variance = reference * (1 - reference)
-    a, b, c = _falls(reference, design.smallest_fall)
+    a, b, c = falls(reference, design.smallest_fall)
     return (a / variance, b / variance, c / variance)
 
 
@@ -160,7 +148,7 @@ def score_bets(reference: float, variance: float, design: DropDesign) -> tuple[f
         return ()
     cap = _BET_CAP / (1 - reference)
     spread = max(variance, _MIN_VARIANCE)
-    a, b, c = _falls(reference, design.smallest_fall)
+    a, b, c = falls(reference, design.smallest_fall)
     return (
         min(a / (spread + a * a), cap),
         min(b / (spread + b * b), cap),
@@ -177,25 +165,11 @@ def recovery_bet(
     costs at most half the evidence. None when the reference cannot fall."""
     if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
         return None
-    half = _falls(reference, design.smallest_fall)[0] / 2
+    half = falls(reference, design.smallest_fall)[0] / 2
     low = reference - half
     if variance is None:
         return low, half / (low * (1 - low))
     return low, min(half / (max(variance, _MIN_VARIANCE) + half * half), _BET_CAP / low)
-
-
-Contribution = tuple[int, ...]
-"""A run's suite evidence: log e per (detector, fall), in LOG_UNIT fixed point."""
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """What one run did to the detectors: the new state, the detector that paged (None: no
-    page), the run's suite evidence (None: its stratum is not calibrated yet)."""
-
-    state: DropState
-    page: Detector | None
-    contribution: Contribution | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,66 +267,38 @@ class DropState:
         """One run, learned at once when admitted: the detectors with no window between a run
         and its reference (what the tests of the method step)."""
         learns = self.learns(stratum, design)
-        seen = self.observe_run(passed, score, stratum, design)
-        state = seen.state
+        state, page = self.observe_run(passed, score, stratum, design)
         if learns and state.strata is self.strata:
             state = state.learn(stratum, passed, score, design)
-        return state, seen.page
+        return state, page
 
     def observe_run(
         self, passed: float, score: float, stratum: str, design: DropDesign
-    ) -> Observed:
-        """The state after one more accepted run, the detector that paged on it, and its suite
-        evidence. The hot path of every accepted run: plain loops over six numbers."""
+    ) -> tuple[DropState, Detector | None]:
+        """The state after one more accepted run, and the detector that paged on it. The hot
+        path of every accepted run: plain loops over six numbers."""
         if not self.calibrated(stratum, design):
-            # a young tier's stratum already informs its suite, where many average
-            ref = self.strata.get(stratum)
-            young = ref is not None and ref.runs >= STRATUM_RUNS
-            contribution = self._contribution(passed, score, stratum, design) if young else None
-            return Observed(self, None, contribution)
+            return self, None
         threshold = design.threshold
         old = self.evidence
         cap = design.cap
         (pass_ref, pass_lams), (score_ref, score_lams) = self.bets(design, stratum)
         evidence = _moved(old, 0, lams=pass_lams, shortfall=pass_ref - passed, cap=cap)
         evidence += _moved(old, len(FALLS), lams=score_lams, shortfall=score_ref - score, cap=cap)
-        contribution = self._contribution(passed, score, stratum, design)
         watched = self.watched + 1
         if self.dropped:
             recovery = self._recovered(passed, score, stratum, design)
             if min(recovery) >= threshold:
-                return Observed(DropState(), None, contribution)  # recovered: afresh
-            state = DropState(self.strata, tuple(evidence), recovery, True, watched)
-            return Observed(state, None, contribution)
+                return DropState(), None  # recovered: afresh
+            return DropState(self.strata, tuple(evidence), recovery, True, watched), None
         page: Detector | None = None
         for d, detector in enumerate(DETECTORS):
             if _mixture(evidence, d * len(FALLS)) >= threshold:
                 page = detector
                 break
-        state = DropState(self.strata, tuple(evidence), self.recovery, page is not None, watched)
-        return Observed(state, page, contribution)
-
-    def _contribution(
-        self, passed: float, score: float, stratum: str, design: DropDesign
-    ) -> Contribution:
-        """The run's suite evidence: log e of each (detector, fall) against its stratum's
-        reference at SUITE_Z. Pass or fail is bet on odds ratios (Steiner et al. 2000: `R^y /
-        (1 - m + R m)`), the falls' at a reference of 1/2, so that a subtest near 0 % or 100 %
-        costs a suite little; scores as a tier bets them (0 where a reference cannot fall)."""
-        ref = self.strata.get(stratum, Reference())
-        m = ref.pass_rate(SUITE_Z)
-        out = [
-            round(math.log(_FLOOR + (1 - _FLOOR) * r**passed / (1 - m + r * m)) * LOG_UNIT)
-            for r in _odds_ratios(design)
-        ]
-        score_ref = ref.score(SUITE_Z)
-        lams = score_bets(score_ref, ref.variance(), design)
-        if not lams:
-            return (*out, *[0] * len(FALLS))
-        for lam in lams:
-            e = _FLOOR + (1 - _FLOOR) * max(1.0 + lam * (score_ref - score), 0.0)
-            out.append(round(math.log(e) * LOG_UNIT))
-        return tuple(out)
+        return DropState(
+            self.strata, tuple(evidence), self.recovery, page is not None, watched
+        ), page
 
     def _recovered(
         self, passed: float, score: float, stratum: str, design: DropDesign

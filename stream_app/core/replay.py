@@ -22,7 +22,8 @@ from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
-from stream_app.core.suite_state import SuiteRun, SuiteState, suite_tier
+from stream_app.core.suite_message import SuiteRun
+from stream_app.core.suite_state import SuiteState, suite_tier
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
@@ -115,6 +116,11 @@ class Replay:
             return
         gone = set(retiring)
         for key in [k for k in self.tiers if split_tier_key(k)[0] in gone]:
+            experiment_id, tier = split_tier_key(key)
+            for suite in self.tiers[key].feed.suites:  # its share of each suite it fed goes
+                state = self.suites.get((suite, tier))
+                if state is not None and state.remove(experiment_id):
+                    self._suite_changed((suite, tier), None)
             del self.tiers[key]
             self.latest.pop(key, None)
         at = from_epoch_us(self.clock_us)
@@ -130,7 +136,7 @@ class Replay:
         self.rejected.sort(key=lambda r: r.line)
         self.tiers.update(folded.states)
         self.latest.update(folded.results)
-        suite_runs: list[tuple[int, SuiteRun]] = []
+        suite_runs: list[tuple[int, str, SuiteRun]] = []
         for steps in folded.steps.values():
             for index, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
@@ -142,7 +148,7 @@ class Replay:
                 if step.grade_change is not None:
                     self.grade_changes.append(step.grade_change)
                 if step.suite_run is not None:
-                    suite_runs.append((index, step.suite_run))
+                    suite_runs.append((index, step.suite, step.suite_run))
                 if step.page is not None:
                     key, entry = runs[index]
                     experiment_id, tier = split_tier_key(key)
@@ -157,20 +163,21 @@ class Replay:
                     )
                     self.pages.append(page)
         suite_runs.sort(key=lambda r: r[0])  # in the order they were read
-        for index, run in suite_runs:
-            self._suite_run(lines[index], runs[index][1].run_id, run)
+        for index, suite, run in suite_runs:
+            tier = split_tier_key(runs[index][0])[1]
+            state = self.suites.setdefault((suite, tier), SuiteState())
+            if state.add(run.experiment_id, run):
+                self._suite_changed((suite, tier), (lines[index], runs[index][1].run_id))
         self.pages.sort(key=lambda p: p.line)
 
-    def _suite_run(self, line: int, run_id: str, run: SuiteRun) -> None:
-        """One run into its suite, looked at after it: a page when the suite turns dropped."""
-        key = (run.suite, run.tier)
-        suite = self.suites.setdefault(key, SuiteState())
-        if not suite.add(run):
-            return
-        status = suite.status(self.config.drop_design)
-        if status.dropped and key not in self.suites_dropped:
+    def _suite_changed(self, key: tuple[str, str], by: tuple[int, str] | None) -> None:
+        """A suite tier looked at after a change (a run: its line and id; or a retirement): a
+        page when it turns dropped."""
+        suite, tier = key
+        status = self.suites[key].status(self.config.drop_design)
+        if status.dropped and key not in self.suites_dropped and by is not None:
             detector = max(status.evidence, key=lambda d: status.evidence[d])
-            self.pages.append(Page(line, None, run.tier, run_id, detector, "suite", run.suite))
+            self.pages.append(Page(by[0], None, tier, by[1], detector, "suite", suite))
         if status.dropped:
             self.suites_dropped.add(key)
         else:
@@ -179,7 +186,10 @@ class Replay:
     def suite_tiers(self) -> list[SuiteTier]:
         """Every suite's tier, by suite then numeric tier."""
         design = self.config.drop_design
-        keys = sorted(self.suites, key=lambda k: (k[0], tier_sort_key(k[1])))
+        keys = sorted(
+            (k for k, state in self.suites.items() if state.shares),  # all retired: withdrawn
+            key=lambda k: (k[0], tier_sort_key(k[1])),
+        )
         return [suite_tier(suite, tier, self.suites[(suite, tier)], design) for suite, tier in keys]
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:

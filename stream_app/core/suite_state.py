@@ -1,95 +1,133 @@
 """Has the agent got worse across its suite? The drop detectors of one `(suite, tier)`, pooled
-over the suite's experiments. A suite's runs come from many input partitions in an order no
-replay reproduces, so its state is a function of the *set* of runs it was given: each run's
-evidence (`drop_detector.Contribution`, computed by its own tier) is summed in fixed point per
-event-time bucket, and the statistics are computed from the buckets in their time order. Why
-and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
+over the suite's experiments from each run's exact evidence (`core.suite_evidence`).
+
+A suite's runs come from many input partitions in an order no replay reproduces, so its state is
+a function of the *set* of runs it was given: each experiment's share (its runs' evidence summed
+per hour, in fixed point) depends on that experiment's own runs alone, and the statistics are
+computed from the shares in time order. Why and how: docs/statistics.md, 'Suites';
+docs/architecture.md, 'The suite hop'."""
 
 from __future__ import annotations
 
-import json
+import bisect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from schemas.suites import SuiteDrop, SuiteTier
-from stream_app.core.drop_detector import (
-    DETECTORS,
-    FALLS,
-    LOG_UNIT,
-    Contribution,
-    Detector,
-    DropDesign,
-)
+from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
+from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
+from stream_app.core.suite_message import Retirement, SuiteItem, SuiteRun
 
 HOUR_US: Final = 3_600_000_000
-HOURS: Final = 168
-"""The pooled detector's window: change points on each of the last 168 hours (a week)."""
-DAYS: Final = 7
-"""The sparse detector's window: change points on each of the last 7 days."""
+WINDOW_DAYS: Final = 14
+"""The detectors' window: change points in each of the last 14 days."""
+WINDOW_HOURS: Final = WINDOW_DAYS * 24
 POOLED_SHARE: Final = 0.75
-"""The false-page budget's share of the pooled detector (every experiment fell); the sparse one
-(some experiments fell) has the rest."""
+"""The false-page budget's share of the pooled detector (every experiment fell, change points
+at every hour); the sparse one (some experiments fell, change points at every day) has the rest."""
 SPARSE_PI: Final = 0.25
 """The share of experiments the sparse detector bets have fallen (Xie & Siegmund 2013)."""
 MIN_EXPERIMENTS: Final = 2
 """Experiments with runs in the window a suite needs to page: one is its own tier's business."""
-_SIZE: Final = len(DETECTORS) * len(FALLS)
+MAX_RETIRED_EPOCHS: Final = 4
+"""Earlier incarnations of an experiment's tier remembered, so that a late repeat of theirs is
+not taken for a new one."""
+COMPONENTS: Final = ((0, len(FALLS)), (len(FALLS), SIZE))
+"""Each detector's components of a run's evidence: pass/fail falls, then score tilts."""
 _MAX_LOG: Final = 700.0
-_MAX_UNITS: Final = 1000 * LOG_UNIT
-"""No run's log evidence is as large as 1000 nats: a message claiming more is not a run's."""
 
 
-@dataclass(frozen=True, slots=True)
-class SuiteRun:
-    """One accepted run's share of its suite: where it goes, its place in its tier (`seq`, the
-    tier's accepted runs counting it: a repeat is dropped), when, and its evidence."""
+@dataclass(slots=True)
+class ExperimentShare:
+    """One experiment's share of its suite's tier, the suite table's record: its tier's
+    incarnation and the last sequence taken from it (a repeat is dropped), its runs, and their
+    evidence per hour, within WINDOW_HOURS of its newest."""
 
-    suite: str
-    tier: str
-    experiment_id: str
-    seq: int
-    completed_at_us: int
-    contribution: Contribution
+    epoch: int = 0
+    retired: tuple[int, ...] = ()
+    seq: int = 0
+    runs: int = 0
+    hours: dict[int, list[int]] = field(default_factory=dict)
 
-    def to_json(self) -> bytes:
-        """The message the windows hop forwards to the suite hop."""
-        return json.dumps(
-            [
-                self.suite,
-                self.tier,
-                self.experiment_id,
-                self.seq,
-                self.completed_at_us,
-                list(self.contribution),
-            ],
-            separators=(",", ":"),
-            ensure_ascii=False,
-        ).encode()
+    def takes(self, run: SuiteRun) -> bool:
+        """Whether `run` is new (then it is counted): a later sequence of the current
+        incarnation, or the first of a new one; False for a repeat or an earlier incarnation's."""
+        if run.epoch in self.retired:
+            return False
+        if run.epoch == self.epoch:
+            if run.seq <= self.seq:
+                return False
+        elif self.runs:
+            self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
+        self.epoch, self.seq = run.epoch, run.seq
+        self.runs += 1
+        return True
+
+    @property
+    def newest(self) -> int | None:
+        """The hour of its newest evidence."""
+        return max(self.hours) if self.hours else None
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-able (keys in a fixed order)."""
+        return {
+            "e": self.epoch,
+            "r": list(self.retired),
+            "q": self.seq,
+            "n": self.runs,
+            "h": [[h, *self.hours[h]] for h in sorted(self.hours)],
+        }
 
     @classmethod
-    def from_json(cls, raw: bytes) -> SuiteRun:
-        """`to_json`'s message; raises ValueError (or TypeError) when it is not one."""
-        suite, tier, experiment_id, seq, at, contribution = json.loads(raw)
-        if not all(isinstance(v, str) and v for v in (suite, tier, experiment_id)):
-            raise ValueError("a suite run needs its suite, tier and experiment")
-        if not _count(seq, 2**63) or not _count(at, 2**63):
-            raise ValueError("a suite run needs a sequence and a time that are integers >= 0")
-        if not isinstance(contribution, list) or len(contribution) != _SIZE:
-            raise ValueError(f"a suite run needs {_SIZE} pieces of evidence")
-        if not all(_integer(v) and abs(v) <= _MAX_UNITS for v in contribution):
-            raise ValueError("a suite run's evidence is not integers in range")
-        return cls(suite, tier, experiment_id, seq, at, tuple(contribution))
+    def from_state(cls, data: Any) -> ExperimentShare:
+        """Load `to_state`'s output; raises ValueError when it is not one."""
+        if not isinstance(data, dict) or set(data) != {"e", "r", "q", "n", "h"}:
+            raise ValueError("not an experiment's share of a suite")
+        epoch, retired, seq, runs, rows = (data[k] for k in ("e", "r", "q", "n", "h"))
+        if not all(_count(v, 2**63) for v in (epoch, seq, runs)):
+            raise ValueError("suite share has a bad incarnation, sequence or run count")
+        if (
+            not isinstance(retired, list)
+            or len(retired) > MAX_RETIRED_EPOCHS
+            or not all(_count(v, 2**63) for v in retired)
+        ):
+            raise ValueError("suite share has bad earlier incarnations")
+        if not isinstance(rows, list) or len(rows) > min(runs, WINDOW_HOURS):
+            raise ValueError("suite share has more hours than runs or its window")
+        hours: dict[int, list[int]] = {}
+        for row in rows:
+            if (
+                not isinstance(row, list)
+                or len(row) != SIZE + 1
+                or not all(_integer(v) for v in row)
+                or row[0] in hours
+            ):
+                raise ValueError("suite share has a bad hour")
+            hours[row[0]] = list(row[1:])
+        if hours and max(hours) - min(hours) >= WINDOW_HOURS:
+            raise ValueError("suite share has hours outside its window")
+        return cls(epoch, tuple(retired), seq, runs, hours)
+
+    def copy(self) -> ExperimentShare:
+        """An independent copy."""
+        return ExperimentShare(
+            self.epoch,
+            self.retired,
+            self.seq,
+            self.runs,
+            {h: list(v) for h, v in self.hours.items()},
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class SuiteStatus:
     """What a suite's detectors show now: each detector's evidence ratio (log(1 + R) / log(1 +
-    threshold), the larger of the pooled and sparse detectors), and whether a page is in
-    effect (a threshold reached within the windows)."""
+    threshold), the larger of its pooled and sparse statistics now), whether a page is in effect
+    (a threshold reached at any hour's or day's end in the window), its experiments and runs."""
 
     dropped: bool
     evidence: dict[Detector, float]
@@ -97,179 +135,235 @@ class SuiteStatus:
     runs: int
 
 
-@dataclass(slots=True)
 class SuiteState:
-    """One `(suite, tier)`: the last run `seq` of each experiment (repeats are dropped), the
-    pooled evidence per hour, each experiment's evidence per day, and the runs counted."""
+    """One `(suite, tier)`: every experiment's share, and what the statistics need of them,
+    kept up to date run by run: the shares' evidence per hour summed, each experiment's per
+    day, and the sparse detector's terms per (change day, end day), all within the window."""
 
-    seen: dict[str, int] = field(default_factory=dict)
-    hours: dict[int, list[int]] = field(default_factory=dict)
-    days: dict[str, dict[int, list[int]]] = field(default_factory=dict)
-    runs: int = 0
-    top_hour: int | None = None
+    def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
+        self.shares: dict[str, ExperimentShare] = dict(shares or {})
+        self.top: int | None = None
+        """The newest hour with evidence of any experiment."""
+        self.pooled: dict[int, list[int]] = {}
+        self.days: dict[str, dict[int, list[int]]] = {}
+        self.pairs: dict[tuple[int, int], list[int]] = {}
+        self._hours: list[int] = []
+        """The window's hours with evidence, in order; `_r` each one's statistics after it."""
+        self._r: list[list[float]] = []
+        self._r_valid: int | None = None
+        """How many of `_r` are up to date (None: `_hours` too must be made again)."""
+        self._sparse: dict[int, list[float]] = {}
+        self._sparse_from: int | None = None
+        """The first end day whose sparse statistics are out of date (None: none)."""
+        self._rebuild()
 
-    def add(self, run: SuiteRun) -> bool:
-        """Count one run; False for a repeat (a `seq` its experiment has had). Commutes with
-        every other experiment's runs: buckets more than the windows behind the newest are
-        dropped, and so are runs for them, whichever came first."""
-        if run.seq <= self.seen.get(run.experiment_id, 0):
+    # Runs in and out.
+
+    def add(self, experiment: str, run: SuiteRun) -> bool:
+        """Count one run of `experiment`; False for a repeat. The state after any set of runs is
+        the same in every order of the experiments (each experiment's own order kept)."""
+        share = self.shares.get(experiment)
+        if share is None:
+            share = self.shares[experiment] = ExperimentShare()
+        if not share.takes(run):
             return False
-        self.seen[run.experiment_id] = run.seq
-        self.runs += 1
         hour = run.completed_at_us // HOUR_US
-        if self.top_hour is None or hour > self.top_hour:
-            self.top_hour = hour
-            self._prune()
-        if hour <= self.top_hour - HOURS:
-            return True
-        _accumulate(self.hours.setdefault(hour, [0] * _SIZE), run.contribution)
-        if hour // 24 > self.top_hour // 24 - DAYS:
-            days = self.days.setdefault(run.experiment_id, {})
-            _accumulate(days.setdefault(hour // 24, [0] * _SIZE), run.contribution)
+        newest = share.newest
+        if newest is not None and hour <= newest - WINDOW_HOURS:
+            return True  # counted; its evidence is older than its experiment's window
+        if newest is None or hour > newest:  # the share keeps its own window
+            for old in [h for h in share.hours if h <= hour - WINDOW_HOURS]:
+                del share.hours[old]  # outside the suite's window too: its top is >= hour
+        if self.top is None or hour > self.top:
+            self._advance(hour)
+        _accumulate(share.hours.setdefault(hour, [0] * SIZE), run.evidence)
+        if self._in_window(hour):
+            _accumulate(self.pooled.setdefault(hour, [0] * SIZE), run.evidence)
+            self._hour_changed(hour)
+            self._day_changed(experiment, hour // 24, run.evidence)
         return True
 
-    def _prune(self) -> None:
-        assert self.top_hour is not None
-        first_hour, first_day = self.top_hour - HOURS + 1, self.top_hour // 24 - DAYS + 1
-        self.hours = {h: v for h, v in self.hours.items() if h >= first_hour}
-        days = {e: {d: v for d, v in b.items() if d >= first_day} for e, b in self.days.items()}
-        self.days = {e: b for e, b in days.items() if b}
+    def remove(self, experiment: str) -> bool:
+        """Retire an experiment: its share goes, and the statistics are made again without it.
+        False when it had none."""
+        if self.shares.pop(experiment, None) is None:
+            return False
+        self._rebuild()
+        return True
 
-    def remove(self, experiment_id: str) -> None:
-        """Retire an experiment: its sequence and its own evidence go (its share of the pooled
-        hours leaves with their window)."""
-        self.seen.pop(experiment_id, None)
-        self.days.pop(experiment_id, None)
+    def _advance(self, hour: int) -> None:
+        """The newest hour moves to `hour`: the window slides. The sparse terms of the new end
+        days are those of the last one: no experiment has evidence after it yet."""
+        last = None if self.top is None else self.top // 24
+        self.top = hour
+        first, top_day = self._first_day(), hour // 24
+        self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
+        for days in self.days.values():
+            for day in [d for d in days if d < first]:
+                del days[day]
+        pairs = {(j, t): v for (j, t), v in self.pairs.items() if j >= first}
+        for t in range(first if last is None else max(last + 1, first), top_day + 1):
+            for j in range(first, t + 1):
+                earlier = pairs.get((j, last)) if last is not None and j <= last else None
+                pairs[(j, t)] = list(earlier) if earlier is not None else [0] * SIZE
+        self.pairs = pairs
+        self._r_valid, self._sparse, self._sparse_from = None, {}, first
+
+    def _hour_changed(self, hour: int) -> None:
+        if self._r_valid is None:
+            return
+        i = bisect.bisect_left(self._hours, hour)
+        if i == len(self._hours) or self._hours[i] != hour:
+            self._hours.insert(i, hour)
+        self._r_valid = min(self._r_valid, i)
+
+    def _day_changed(self, experiment: str, day: int, delta: Evidence | list[int]) -> None:
+        """An experiment's evidence on `day` (in the window) moved by `delta`: its day sum, and
+        the sparse terms of every (change day, end day) around it."""
+        days = self.days.setdefault(experiment, {})
+        _accumulate(days.setdefault(day, [0] * SIZE), delta)
+        assert self.top is not None
+        first = self._first_day()
+        for t in range(day, self.top // 24 + 1):
+            for j in range(first, day + 1):
+                new = _since(days, j, t)
+                pair = self.pairs[(j, t)]
+                for i, d in enumerate(delta):
+                    if d:
+                        pair[i] += _term(new[i]) - _term(new[i] - d)
+        if self._sparse_from is None or day < self._sparse_from:
+            self._sparse_from = day
+
+    def _first_day(self) -> int:
+        assert self.top is not None
+        return self.top // 24 - WINDOW_DAYS + 1
+
+    def _in_window(self, hour: int) -> bool:
+        return self.top is not None and hour > self.top - WINDOW_HOURS
+
+    def _rebuild(self) -> None:
+        """Everything the statistics need, made again from the shares."""
+        newest = [s.newest for s in self.shares.values() if s.newest is not None]
+        self.top = max(newest) if newest else None
+        self.pooled, self.days, self.pairs = {}, {}, {}
+        self._r_valid, self._sparse, self._sparse_from = None, {}, None
+        if self.top is None:
+            return
+        first, top_day = self._first_day(), self.top // 24
+        self._sparse_from = first
+        for name, share in self.shares.items():
+            days: dict[int, list[int]] = {}
+            for hour, values in share.hours.items():
+                if self._in_window(hour):
+                    _accumulate(self.pooled.setdefault(hour, [0] * SIZE), values)
+                    _accumulate(days.setdefault(hour // 24, [0] * SIZE), values)
+            self.days[name] = days
+        for t in range(first, top_day + 1):
+            for j in range(first, t + 1):
+                pair = [0] * SIZE
+                for days in self.days.values():
+                    for i, v in enumerate(_since(days, j, t)):
+                        if v:
+                            pair[i] += _term(v)
+                self.pairs[(j, t)] = pair
+
+    # The statistics.
 
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
         pooled_threshold = design.threshold / POOLED_SHARE
         sparse_threshold = design.threshold / (1 - POOLED_SHARE)
-        pooled = self._pooled(pooled_threshold / _weight())
-        sparse = self._sparse(sparse_threshold / _weight())
-        # a suite of one experiment is that experiment, watched by its tier's detectors
-        dropped = len(self.days) >= MIN_EXPERIMENTS and any(
-            max(pooled[d]) >= pooled_threshold or max(sparse[d]) >= sparse_threshold
+        pooled = self._pooled_statistics(pooled_threshold)
+        sparse = self._sparse_statistics(sparse_threshold)
+        watched = sum(1 for s in self.shares.values() if self._in_window(s.newest or -WINDOW_HOURS))
+        dropped = watched >= MIN_EXPERIMENTS and any(
+            any(_mix(r, d) >= pooled_threshold for r in pooled)
+            or any(_mix(s, d) >= sparse_threshold for s in sparse)
             for d in range(len(DETECTORS))
         )
         evidence = {
             detector: round(
                 max(
-                    _ratio(pooled[d][-1], pooled_threshold),
-                    _ratio(sparse[d][-1], sparse_threshold),
+                    _ratio(_mix(pooled[-1], d) if pooled else 0.0, pooled_threshold),
+                    _ratio(_mix(sparse[-1], d) if sparse else 0.0, sparse_threshold),
                 ),
                 6,
             )
             for d, detector in enumerate(DETECTORS)
         }
-        return SuiteStatus(dropped, evidence, len(self.seen), self.runs)
+        runs = sum(s.runs for s in self.shares.values())  # ints
+        return SuiteStatus(dropped, evidence, len(self.shares), runs)
 
-    def _pooled(self, cap: float) -> list[list[float]]:
-        """Each detector's pooled mixture at the end of every hour with runs, in time order:
-        Shiryaev-Roberts over the hours, R <- (1 + R) exp(the hour's log evidence)."""
-        r = [0.0] * _SIZE
-        out: list[list[float]] = [[0.0] for _ in DETECTORS]
-        for hour in sorted(self.hours):
-            logs = self.hours[hour]
-            r = [min((1.0 + r[i]) * _exp(logs[i]), cap) for i in range(_SIZE)]
-            for d in range(len(DETECTORS)):
-                out[d].append(_mix(r, d))
-        return out
+    def _pooled_statistics(self, threshold: float) -> list[list[float]]:
+        """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
+        the window, in time order: R <- (1 + R) exp(the hour's summed log e)."""
+        if self._r_valid is None:
+            self._hours, self._r, self._r_valid = sorted(self.pooled), [], 0
+        cap = threshold * len(FALLS)
+        del self._r[self._r_valid :]
+        r = self._r[-1] if self._r else [0.0] * SIZE
+        for hour in self._hours[self._r_valid :]:
+            logs = self.pooled[hour]
+            r = [min((1.0 + r[i]) * _exp(logs[i]), cap) for i in range(SIZE)]
+            self._r.append(r)
+        self._r_valid = len(self._r)
+        return self._r
 
-    def _sparse(self, cap: float) -> list[list[float]]:
-        """Each detector's sparse mixture at the end of every day with runs: for each change
-        day j, the product over experiments of (1 - pi + pi * their evidence since j), summed
-        over j."""
-        days = sorted({d for b in self.days.values() for d in b})
-        out: list[list[float]] = [[0.0] for _ in DETECTORS]
-        for t, end in enumerate(days):
-            r = [0.0] * _SIZE
-            for start in days[: t + 1]:
-                logs = [0.0] * _SIZE
-                for experiment in sorted(self.days):
-                    since = [0] * _SIZE
-                    for day, values in self.days[experiment].items():
-                        if start <= day <= end:
-                            _accumulate(since, values)
-                    for i in range(_SIZE):
-                        logs[i] += math.log(1 - SPARSE_PI + SPARSE_PI * _exp(since[i]))
-                r = [min(r[i] + math.exp(min(logs[i], _MAX_LOG)), cap) for i in range(_SIZE)]
-            for d in range(len(DETECTORS)):
-                out[d].append(_mix(r, d))
-        return out
+    def _sparse_statistics(self, threshold: float) -> list[list[float]]:
+        """Each component's sparse statistic at the end of every day of the window: for each
+        change day j, the product over experiments of (1 - pi + pi * their evidence since j),
+        summed over j (whose log, the experiments' terms summed, is kept per (j, end day))."""
+        if self.top is None:
+            return []
+        cap = threshold * len(FALLS)
+        first, top_day = self._first_day(), self.top // 24
+        if self._sparse_from is not None:
+            for t in range(max(self._sparse_from, first), top_day + 1):
+                total = [0.0] * SIZE
+                for j in range(first, t + 1):
+                    pair = self.pairs[(j, t)]
+                    for i in range(SIZE):
+                        total[i] += _exp(pair[i])
+                self._sparse[t] = [min(v, cap) for v in total]
+            self._sparse_from = None
+        return [self._sparse[t] for t in range(first, top_day + 1)]
+
+    # Stored.
 
     def to_state(self) -> dict[str, Any]:
-        """JSON-able, for the suite table's changelog record (keys in a fixed order)."""
-        return {
-            "seen": dict(sorted(self.seen.items())),
-            "hours": [[h, *self.hours[h]] for h in sorted(self.hours)],
-            "days": {e: [[d, *b[d]] for d in sorted(b)] for e, b in sorted(self.days.items())},
-            "runs": self.runs,
-            "top": self.top_hour,
-        }
+        """JSON-able: every share, by experiment (what the suite table stores, a record each)."""
+        return {name: self.shares[name].to_state() for name in sorted(self.shares)}
 
     def copy(self) -> SuiteState:
         """An independent copy, so that a batch can go back to the state before it."""
-        return SuiteState(
-            dict(self.seen),
-            {h: list(v) for h, v in self.hours.items()},
-            {e: {d: list(v) for d, v in b.items()} for e, b in self.days.items()},
-            self.runs,
-            self.top_hour,
-        )
-
-    def to_json(self) -> bytes:
-        """Serialized for the suite table's changelog."""
-        return json.dumps(self.to_state(), separators=(",", ":"), ensure_ascii=False).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> SuiteState:
-        """Load `to_json`'s output; raises ValueError when it is not one."""
-        try:
-            data: Any = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"suite state is not JSON: {exc}") from None
-        if not isinstance(data, dict) or set(data) != {"seen", "hours", "days", "runs", "top"}:
-            raise ValueError("not a suite state")
-        seen, hours, days, runs, top = (data[k] for k in ("seen", "hours", "days", "runs", "top"))
-        if not isinstance(seen, dict) or not all(
-            isinstance(k, str) and _count(v, 2**63) for k, v in seen.items()
-        ):
-            raise ValueError("suite state has bad sequences")
-        if not _count(runs, 2**63) or not (top is None or _integer(top)):
-            raise ValueError("suite state has a bad run count or newest hour")
-        state = cls(dict(seen), _buckets(hours), {}, runs, top)
-        if not isinstance(days, dict):
-            raise ValueError("suite state has bad days")
-        for experiment, rows in days.items():
-            if not isinstance(experiment, str):
-                raise ValueError("suite state has a bad experiment")
-            state.days[experiment] = _buckets(rows)
-        if top is None and (state.hours or state.days):
-            raise ValueError("suite state has buckets but no newest hour")
-        if top is not None and (
-            any(not top - HOURS < h <= top for h in state.hours)
-            or any(not top // 24 - DAYS < d <= top // 24 for b in state.days.values() for d in b)
-        ):
-            raise ValueError("suite state has buckets outside its windows")
-        return state
+        out = SuiteState.__new__(SuiteState)
+        out.shares = {name: share.copy() for name, share in self.shares.items()}
+        out.top = self.top
+        out.pooled = {h: list(v) for h, v in self.pooled.items()}
+        out.days = {e: {d: list(v) for d, v in b.items()} for e, b in self.days.items()}
+        out.pairs = {k: list(v) for k, v in self.pairs.items()}
+        out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
+        out._sparse, out._sparse_from = dict(self._sparse), self._sparse_from
+        return out
 
 
-def _buckets(rows: Any) -> dict[int, list[int]]:
-    """Stored buckets: a list of [bucket, evidence...], buckets unique."""
-    if not isinstance(rows, list):
-        raise ValueError("suite state has bad buckets")
-    out: dict[int, list[int]] = {}
-    for row in rows:
-        if (
-            not isinstance(row, list)
-            or len(row) != _SIZE + 1
-            or not all(_integer(v) for v in row)
-            or row[0] in out
-        ):
-            raise ValueError("suite state has a bad bucket")
-        out[row[0]] = list(row[1:])
-    return out
+def _since(days: dict[int, list[int]], first: int, last: int) -> list[int]:
+    """An experiment's evidence summed over days first..last."""
+    total = [0] * SIZE
+    for day in range(first, last + 1):
+        values = days.get(day)
+        if values is not None:
+            for i, v in enumerate(values):
+                total[i] += v
+    return total
+
+
+def _term(units: int) -> int:
+    """log(1 - pi + pi e^L) of an experiment's log evidence L, floored in fixed point."""
+    log_e = min(units / LOG_UNIT, _MAX_LOG)
+    if log_e > 40:  # 1 - pi is nothing beside pi e^L
+        return math.floor((math.log(SPARSE_PI) + log_e) * LOG_UNIT)
+    return math.floor(math.log1p(SPARSE_PI * math.expm1(log_e)) * LOG_UNIT)
 
 
 def _integer(value: Any) -> bool:
@@ -280,7 +374,7 @@ def _count(value: Any, most: int) -> bool:
     return _integer(value) and 0 <= value <= most
 
 
-def _accumulate(into: list[int], values: Contribution | list[int]) -> None:
+def _accumulate(into: list[int], values: Evidence | list[int]) -> None:
     for i, v in enumerate(values):
         into[i] += v
 
@@ -289,13 +383,9 @@ def _exp(units: int) -> float:
     return math.exp(min(units / LOG_UNIT, _MAX_LOG))
 
 
-def _weight() -> float:
-    return 1.0 / len(FALLS)
-
-
-def _mix(r: list[float], d: int) -> float:
-    start = d * len(FALLS)
-    return _weight() * math.fsum(r[start : start + len(FALLS)])
+def _mix(values: list[float], detector: int) -> float:
+    start, end = COMPONENTS[detector]
+    return math.fsum(values[start:end]) / (end - start)
 
 
 def _ratio(statistic: float, threshold: float) -> float:
@@ -314,19 +404,24 @@ def suite_tier(suite: str, tier: str, state: SuiteState, design: DropDesign) -> 
     )
 
 
-def fold_suite_runs(
-    runs: list[tuple[str, SuiteRun]],
+def fold_suite_items(
+    items: Iterable[tuple[str, SuiteItem]],
     load: Callable[[str], SuiteState | None],
     design: DropDesign,
-) -> FoldedBatch[str, SuiteState, bool, SuiteTier]:
-    """A batch of suite runs (suite key, run) into their suites, each changed one reported
-    once; a repeat changes nothing. The suite hop's fold."""
+) -> FoldedBatch[str, SuiteState, str | None, SuiteTier]:
+    """Suite items (suite key, run or retirement) into their suites, each changed one reported
+    once; a repeat changes nothing. Each step names the experiment whose share it changed (to
+    store), None for none. The suite hop's fold."""
 
-    def step(state: SuiteState, run: SuiteRun) -> tuple[bool, bool]:
-        added = state.add(run)
-        return added, added
+    def step(state: SuiteState, item: SuiteItem) -> tuple[bool, str | None]:
+        experiment = item.experiment_id
+        if isinstance(item, Retirement):
+            changed = state.remove(experiment)
+        else:
+            changed = state.add(experiment, item)
+        return changed, experiment if changed else None
 
     def finish(key: str, state: SuiteState) -> SuiteTier:
         return suite_tier(*split_tier_key(key), state, design)
 
-    return KeyedFold(load, lambda _: SuiteState(), SuiteState.copy, step, finish).run(runs)
+    return KeyedFold(load, lambda _: SuiteState(), SuiteState.copy, step, finish).run(list(items))

@@ -25,7 +25,8 @@ from stream_app.core.drop_detector import (
 )
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
-from stream_app.core.suite_state import SuiteRun
+from stream_app.core.suite_evidence import MAX_FEED_BYTES, SuiteFeed, odds_ratios
+from stream_app.core.suite_message import SuiteRun
 from stream_app.core.totals import Totals
 from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import assign_letter_grade, grade_points
@@ -33,35 +34,41 @@ from stream_app.metrics.statistics import median
 
 STATE_VERSION: Final = 2
 """Version 2 adds the totals and the drop detectors; a version 1 state (before them) loads with
-totals counted from its window and fresh detectors. Strata and window rows of 12 fields came
-within version 2: its older records (one reference, rows of 8 to 10) still load."""
+totals counted from its window and fresh detectors. Strata, window rows of 12 fields and the
+suite feed came within version 2: its older records (one reference, rows of 8 to 10, no feed)
+still load."""
 MAX_ROW_BYTES: Final = 2700
 """The most one run takes in a stored window or an aggregate: a 200-character run id and
 subtest written as JSON (six bytes a character at worst, for control characters), its numbers."""
-MAX_STRATA_BYTES: Final = MAX_STRATA_NAME_BYTES + MAX_STRATA * 120
-"""The most a tier's stored strata take: their names, and MAX_STRATA references' sums."""
+MAX_STRATA_BYTES: Final = MAX_STRATA_NAME_BYTES + MAX_STRATA * 120 + MAX_FEED_BYTES
+"""The most a tier's stored strata take: their names and MAX_STRATA references' sums, and its
+suite feed (each subtest's history, the suites)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     """What one run did to its tier: the outcome, and for an added run the new aggregate, the
-    change when the full window's grade moved, and the detector that paged on it."""
+    change when the full window's grade moved, the detector that paged on it, and the run's
+    share of its suite (to forward to the suite hop)."""
 
     outcome: AddOutcome
     aggregate: TierAggregate | None = None
     grade_change: GradeChange | None = None
     page: DropDetector | None = None
     suite_run: SuiteRun | None = None
+    suite: str = ""
 
 
 class TierState:
     """One tier's window and the grade of its last full window: what a grade change needs; its
     totals and drop detectors (`drop`, what TierDropped pages on), stepped by every accepted run;
-    and when the worker last accepted a run into it (`touched_us`, for retirement)."""
+    what it feeds its suites (`feed`); and when the worker last accepted a run into it
+    (`touched_us`, for retirement)."""
 
     __slots__ = (
         "drop",
         "experiment_id",
+        "feed",
         "last_full_grade",
         "tier",
         "totals",
@@ -79,6 +86,7 @@ class TierState:
         *,
         totals: Totals | None = None,
         drop: DropState | None = None,
+        feed: SuiteFeed | None = None,
     ) -> None:
         self.experiment_id = experiment_id
         self.tier = tier
@@ -92,6 +100,8 @@ class TierState:
         """Counts of every accepted run since the tier's first."""
         self.drop = drop or DropState()
         """The drop detectors' state, stepped by every accepted run (`core.drop_detector`)."""
+        self.feed = feed or SuiteFeed()
+        """Each subtest's whole history, for its runs' suite evidence (`core.suite_evidence`)."""
 
     @classmethod
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:
@@ -139,31 +149,26 @@ class TierState:
                     run_id=entry.run_id,
                 )
         design = config.drop_design
-        seen = self.drop.observe_run(entry.pass_rate, entry.impl_rate, entry.stratum, design)
-        drop = seen.state
+        drop, page = self.drop.observe_run(entry.pass_rate, entry.impl_rate, entry.stratum, design)
         if evicted is not None and evicted.learns and drop.strata is self.drop.strata:
             # a run joins its stratum's reference once it has left the window: a drop's first
             # window of runs is measured against a reference none of them is in
             drop = drop.learn(evicted.stratum, evicted.pass_rate, evicted.impl_rate, design)
-        before = self.totals, self.drop
-        self.totals, self.drop = self.totals.add(entry), drop
+        feed, evidence = self.feed.observe(entry, odds_ratios(design))
+        before = self.totals, self.drop, self.feed
+        self.totals, self.drop, self.feed = self.totals.add(entry), drop, feed
         suite_run = None
-        if seen.contribution is not None:
+        if entry.suite:  # a run as stored before suites (tests make them) feeds none
             suite_run = SuiteRun(
-                entry.suite,
-                self.tier,
-                self.experiment_id,
-                self.totals.runs,
-                entry.completed_at_us,
-                seen.contribution,
+                self.experiment_id, feed.epoch, self.totals.runs, entry.completed_at_us, evidence
             )
         try:
             aggregate = self.aggregate(config) if with_aggregate else None
         except BaseException:
-            self.totals, self.drop = before
+            self.totals, self.drop, self.feed = before
             raise
         self.last_full_grade = grade  # last: nothing after it can raise
-        return Step(AddOutcome.ADDED, aggregate, change, seen.page, suite_run)
+        return Step(AddOutcome.ADDED, aggregate, change, page, suite_run, entry.suite)
 
     def copy(self) -> TierState:
         """An independent copy, so that a batch can go back to the state before it."""
@@ -175,6 +180,7 @@ class TierState:
             self.touched_us,
             totals=self.totals,
             drop=self.drop,
+            feed=self.feed,
         )
 
     def aggregate(self, config: CoreConfig) -> TierAggregate:
@@ -195,6 +201,7 @@ class TierState:
             state["at"] = self.touched_us
         state["totals"] = self.totals.to_state()
         state["detect"] = self.drop.to_state()
+        state["feed"] = self.feed.to_state()
         return json.dumps(
             state,
             separators=(",", ":"),
@@ -234,11 +241,15 @@ class TierState:
             raise ValueError("tier state of version 2 has no totals or drop state")
         totals = Totals.from_state(data["totals"])
         drop = DropState.from_state(data["detect"], design)
-        if not len(window) <= totals.runs >= drop.reference.runs:
+        # a state from before suite feeds: its subtests' histories start now
+        feed = SuiteFeed.from_state(data["feed"]) if "feed" in data else SuiteFeed()
+        histories = sum(h.runs for h in feed.subtests.values())  # ints
+        if not len(window) <= totals.runs >= max(drop.reference.runs, histories):
             raise ValueError(
-                "tier state has fewer runs in its totals than in its window or its drop reference"
+                "tier state has fewer runs in its totals than in its window, its drop reference "
+                "or its suite feed"
             )
-        return cls(experiment_id, tier, window, grade, touched, totals=totals, drop=drop)
+        return cls(experiment_id, tier, window, grade, touched, totals=totals, drop=drop, feed=feed)
 
 
 GRADES: Final = ("A", "B", "C", "D", "F")

@@ -15,7 +15,7 @@ from schemas.run_bundle import BUNDLE_MAX_BYTES, bundle_runs
 from schemas.suites import SuiteTier
 from stream_app.core.ingest import Rejection, error_text, make_dead_letter
 from stream_app.core.keys import suite_key, tier_key
-from stream_app.core.suite_state import SuiteRun
+from stream_app.core.suite_message import SuiteMessage, SuiteRun, bundles
 from stream_app.service.exporter import Exporter
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
@@ -96,12 +96,25 @@ class Outputs:
         ).inc()
         return ack
 
-    async def suite_run(self, run: SuiteRun) -> Awaitable[Any]:
-        """A run's suite evidence, on its suite's partition; the caller awaits the result before
-        writing the state that accepted the run (the suite hop cannot re-read its input)."""
-        key = suite_key(run.suite, run.tier).encode()
-        partition = partition_for(run.suite, self.settings.partitions)
-        return await self.send(self.topics.suite_runs, key, run.to_json(), partition)
+    async def suite_runs(self, suite: str, tier: str, runs: list[SuiteRun]) -> list[Awaitable[Any]]:
+        """Runs' suite evidence, bundled, on their suite's partition; the caller awaits the
+        results before it writes the states that accepted them (the suite hop cannot re-read
+        them)."""
+        key = suite_key(suite, tier).encode()
+        partition = partition_for(suite, self.settings.partitions)
+        limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        return [
+            await self.send(self.topics.suite_runs, key, bundle, partition)
+            for bundle in bundles(suite, tier, runs, limit)
+        ]
+
+    async def retire_from_suite(self, suite: str, tier: str, experiments: list[str]) -> None:
+        """Retired experiments' shares of a suite tier go (on the suite's partition, after their
+        runs)."""
+        key = suite_key(suite, tier).encode()
+        partition = partition_for(suite, self.settings.partitions)
+        value = SuiteMessage(suite, tier, retired=tuple(experiments)).to_json()
+        await self.send(self.topics.suite_runs, key, value, partition)
 
     async def suite_tier(self, report: SuiteTier) -> None:
         """A suite's tier, on its suite's partition, and its gauges."""

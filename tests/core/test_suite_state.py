@@ -1,59 +1,53 @@
 """The suite's detectors: a function of the set of runs given (not of how partitions interleave
-them), repeats dropped by their tier's sequence, windows that commute, and pages for a
-regression of every experiment or of a few."""
+them), the same kept run by run as made again from the shares, repeats dropped by their tier's
+incarnation and sequence, retirement, and pages for a regression of every experiment or a few."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_app.core.config import CoreConfig
-from stream_app.core.drop_detector import DropState
-from stream_app.core.suite_state import DAYS, HOUR_US, HOURS, SuiteRun, SuiteState
+from stream_app.core.suite_evidence import SIZE, SuiteFeed, odds_ratios
+from stream_app.core.suite_message import SuiteRun
+from stream_app.core.suite_state import (
+    HOUR_US,
+    WINDOW_HOURS,
+    ExperimentShare,
+    SuiteState,
+)
+from stream_app.core.window import WindowEntry
 
 DESIGN = CoreConfig().drop_design
+RATIOS = odds_ratios(DESIGN)
 DAY_US = 24 * HOUR_US
+
+Stream = tuple[str, list[SuiteRun]]
 
 
 def experiment_runs(
     rnd: random.Random, experiment: str, nights: int, pass_rate: float, *, fall_on: int | None
-) -> list[SuiteRun]:
-    """One experiment's runs in its own order, 5 a night, through its tier's own detectors."""
-    drop, out, seq = DropState(), [], 0
+) -> Stream:
+    """One experiment's runs in its own order, 5 a night, through its tier's suite feed."""
+    feed, out = SuiteFeed(), []
     for night in range(nights):
         p = pass_rate
         if fall_on is not None and night >= fall_on:
             p = p * 0.33 / (1 - p + p * 0.33)
         for k in range(5):
-            passed = float(rnd.random() < p)
+            passed = rnd.random() < p
             score = min(1.0, max(0.0, rnd.gauss(0.85 if passed else 0.3, 0.1)))
-            seen = drop.observe_run(passed, score, "", DESIGN)
-            drop, _ = drop.observe(passed, score, DESIGN)
-            seq += 1
-            if seen.contribution is not None:
-                at = night * DAY_US + 3_600_000_000 + k * 60_000_000
-                out.append(SuiteRun("agent", "T1", experiment, seq, at, seen.contribution))
-    return out
+            at = night * DAY_US + 3_600_000_000 + k * 60_000_000
+            run = WindowEntry(at, f"{experiment}/{night}/{k}", float(passed), score, 0, 0, 0, 0)
+            feed, evidence = feed.observe(run, RATIOS)
+            out.append(SuiteRun(experiment, feed.epoch, len(out) + 1, at, evidence))
+    return experiment, out
 
 
-def suite_of(streams: list[list[SuiteRun]], rnd: random.Random) -> SuiteState:
-    """The streams interleaved at random, each experiment's own order kept."""
-    state, cursors = SuiteState(), [0] * len(streams)
-    live = [i for i, s in enumerate(streams) if s]
-    while live:
-        i = rnd.choice(live)
-        state.add(streams[i][cursors[i]])
-        cursors[i] += 1
-        if cursors[i] == len(streams[i]):
-            live.remove(i)
-    return state
-
-
-def streams_of(
-    seed: int, experiments: int, nights: int, fall_on: int | None
-) -> list[list[SuiteRun]]:
+def streams_of(seed: int, experiments: int, nights: int, fall_on: int | None) -> list[Stream]:
     rnd = random.Random(seed)
     return [
         experiment_runs(rnd, f"task-{e:02d}", nights, rnd.betavariate(7, 3), fall_on=fall_on)
@@ -61,87 +55,158 @@ def streams_of(
     ]
 
 
+def suite_of(streams: list[Stream], rnd: random.Random) -> SuiteState:
+    """The streams interleaved at random, each experiment's own order kept."""
+    state, cursors = SuiteState(), [0] * len(streams)
+    live = [i for i, (_, runs) in enumerate(streams) if runs]
+    while live:
+        i = rnd.choice(live)
+        name, runs = streams[i]
+        state.add(name, runs[cursors[i]])
+        cursors[i] += 1
+        if cursors[i] == len(runs):
+            live.remove(i)
+    return state
+
+
+def same(a: SuiteState, b: SuiteState) -> None:
+    """Equal shares, and equal statistics and status."""
+    assert a.to_state() == b.to_state()
+    assert a.pairs == b.pairs
+    assert a.status(DESIGN) == b.status(DESIGN)
+    assert a._pooled_statistics(1e9) == b._pooled_statistics(1e9)
+
+
 def test_the_state_does_not_depend_on_how_experiments_interleave() -> None:
     streams = streams_of(1, 12, 30, fall_on=22)
     first = suite_of(streams, random.Random(1))
     for seed in (2, 3):
-        other = suite_of(streams, random.Random(seed))
-        assert other.to_state() == first.to_state()
-        assert other.status(DESIGN) == first.status(DESIGN)
+        same(suite_of(streams, random.Random(seed)), first)
     # each experiment's runs in a block, in reverse order of experiments: the same again
     blocked = SuiteState()
-    for stream in reversed(streams):
-        for run in stream:
-            blocked.add(run)
-    assert blocked.to_state() == first.to_state()
+    for name, runs in reversed(streams):
+        for run in runs:
+            blocked.add(name, run)
+    same(blocked, first)
+    # and what run by run keeps equals what the shares make again
+    same(SuiteState({n: s.copy() for n, s in first.shares.items()}), first)
+    same(first.copy(), first)
 
 
 def test_repeats_are_dropped_by_their_sequence() -> None:
-    [stream] = streams_of(4, 1, 20, fall_on=None)
+    [(name, stream)] = streams_of(4, 1, 20, fall_on=None)
     once, twice = SuiteState(), SuiteState()
     for run in stream:
-        once.add(run)
+        once.add(name, run)
     for i, run in enumerate(stream):
-        assert twice.add(run)
-        assert not twice.add(run)  # redelivered
+        assert twice.add(name, run)
+        assert not twice.add(name, run)  # redelivered
         if i:
-            assert not twice.add(stream[i - 1])  # an older one, redelivered later
-    assert twice.to_state() == once.to_state()
+            assert not twice.add(name, stream[i - 1])  # an older one, redelivered later
+    same(twice, once)
+
+
+def test_a_new_incarnation_is_taken_and_a_late_repeat_of_an_old_one_is_not() -> None:
+    share = ExperimentShare()
+    first = [SuiteRun("e", 11, seq, seq * HOUR_US, (0,) * SIZE) for seq in (1, 2, 3)]
+    again = [SuiteRun("e", 22, seq, (10 + seq) * HOUR_US, (0,) * SIZE) for seq in (1, 2)]
+    assert all(share.takes(run) for run in first)
+    assert all(share.takes(run) for run in again)  # its tier started afresh
+    assert (share.epoch, share.seq, share.runs, share.retired) == (22, 2, 5, (11,))
+    assert not any(share.takes(run) for run in [*first, *again])  # repeats, late
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40 * 24)), min_size=1, max_size=40))
-def test_windows_commute_whatever_the_hours(runs: list[tuple[int, int]]) -> None:
-    """Runs far apart in time: the buckets kept, and the runs in them, are the same in any
-    order of the experiments."""
-    streams: dict[int, list[SuiteRun]] = {}
-    for experiment, hour in runs:
-        stream = streams.setdefault(experiment, [])
-        stream.append(
-            SuiteRun("s", "T1", f"e{experiment}", len(stream) + 1, hour * HOUR_US, (1, -2, 3) * 2)
-        )
-    forward, backward = SuiteState(), SuiteState()
-    for stream in streams.values():
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 40 * 24), st.integers(-3, 3)),
+        min_size=1,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_windows_commute_and_run_by_run_equals_remade(
+    runs: list[tuple[int, int, int]], rnd: random.Random
+) -> None:
+    """Runs far apart in time and out of time order: the shares and statistics are the same in
+    any order of the experiments, and the same as made again from the shares."""
+    streams: dict[str, list[SuiteRun]] = {}
+    for experiment, hour, sign in runs:
+        stream = streams.setdefault(f"e{experiment}", [])
+        evidence = tuple(sign * (k + 1) * 2**30 for k in range(SIZE))
+        stream.append(SuiteRun(f"e{experiment}", 1, len(stream) + 1, hour * HOUR_US, evidence))
+    forward = suite_of(list(streams.items()), rnd)
+    backward = SuiteState()
+    for name, stream in reversed(list(streams.items())):
         for run in stream:
-            forward.add(run)
-    for stream in reversed(list(streams.values())):
-        for run in stream:
-            backward.add(run)
-    assert forward.to_state() == backward.to_state()
-    top = max(hour for _, hour in runs)
-    assert all(h > top - HOURS for h in forward.hours)
-    assert all(d > top // 24 - DAYS for b in forward.days.values() for d in b)
+            backward.add(name, run)
+    same(forward, backward)
+    same(SuiteState({n: s.copy() for n, s in forward.shares.items()}), forward)
+    for share in forward.shares.values():
+        assert share.newest is not None
+        assert all(h > share.newest - WINDOW_HOURS for h in share.hours)
+
+
+def test_retiring_an_experiment_removes_its_share() -> None:
+    streams = streams_of(7, 3, 20, fall_on=None)
+    state = suite_of(streams, random.Random(0))
+    assert state.remove("task-01")
+    assert not state.remove("task-01")
+    assert "task-01" not in state.shares
+    without = suite_of([s for s in streams if s[0] != "task-01"], random.Random(5))
+    same(state, without)
+    assert state.status(DESIGN).experiments == 2
 
 
 def test_a_regression_of_every_experiment_pages_the_night_it_happens() -> None:
     streams = streams_of(5, 40, 22, fall_on=20)
     state, paged_at = SuiteState(), None
-    for t, run in enumerate(
-        sorted((r for s in streams for r in s), key=lambda r: r.completed_at_us)
-    ):
-        state.add(run)
-        if paged_at is None and t % 20 == 0 and state.status(DESIGN).dropped:
+    runs = sorted((r for _, s in streams for r in s), key=lambda r: r.completed_at_us)
+    for run in runs:
+        state.add(run.experiment_id, run)
+        if paged_at is None and state.status(DESIGN).dropped:
             paged_at = run.completed_at_us // DAY_US
-    assert paged_at is not None
-    assert paged_at <= 21
+    assert paged_at == 20
 
 
-def test_a_stationary_suite_does_not_page() -> None:
+def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> None:
     streams = streams_of(6, 40, 60, fall_on=None)
     state = SuiteState()
-    for t, run in enumerate(
-        sorted((r for s in streams for r in s), key=lambda r: r.completed_at_us)
-    ):
-        state.add(run)
-        if t % 50 == 0:
+    runs = sorted((r for _, s in streams for r in s), key=lambda r: r.completed_at_us)
+    for t, run in enumerate(runs):
+        state.add(run.experiment_id, run)
+        if t % 25 == 0:
             assert not state.status(DESIGN).dropped
     assert state.status(DESIGN).experiments == 40
+    # one experiment whose runs all fail: its own tier's business, not its suite's
+    alone = SuiteState()
+    for k in range(300):
+        alone.add("solo", SuiteRun("solo", 1, k + 1, k * HOUR_US, (10 * 2**32,) * SIZE))
+    status = alone.status(DESIGN)
+    assert not status.dropped
+    assert status.evidence["pass_rate"] == 1.0
 
 
-def test_retiring_an_experiment_removes_its_strata() -> None:
-    streams = streams_of(7, 3, 20, fall_on=None)
-    state = suite_of(streams, random.Random(0))
-    state.remove("task-01")
-    assert "task-01" not in state.seen
-    assert "task-01" not in state.days
-    assert state.status(DESIGN).experiments == 2
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(q=-1),
+        lambda d: d.update(r=[1, 2, 3, 4, 5]),
+        lambda d: d.update(n=0),  # hours with no runs
+        lambda d: d["h"].append(d["h"][0]),
+        lambda d: d["h"].append([d["h"][0][0] + WINDOW_HOURS, *d["h"][0][1:]]),
+        lambda d: d["h"][0].append(1),
+        lambda d: d.update(extra=1),
+    ],
+)
+def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:
+    [(name, stream)] = streams_of(8, 1, 3, fall_on=None)
+    state = SuiteState()
+    for run in stream:
+        state.add(name, run)
+    data = state.shares[name].to_state()
+    assert ExperimentShare.from_state(data).to_state() == data
+    assert callable(change)
+    change(data)
+    with pytest.raises(ValueError, match="share"):
+        ExperimentShare.from_state(data)

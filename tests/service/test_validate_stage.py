@@ -71,7 +71,7 @@ async def test_bundles_stay_below_the_broker_message_limit(
     stage_wiring: Callable[..., Wiring],
 ) -> None:
     config, sends, exporter, outputs = stage_wiring(
-        broker_max_message_bytes=64 * 1024, dead_letter_cap=16 * 1024
+        broker_max_message_bytes=128 * 1024, dead_letter_cap=16 * 1024
     )
     stage = ValidateStage(config, outputs, exporter)
     events = [encode(make_event(run_id=f"r{i:04d}", tier="T1")) for i in range(1000)]

@@ -85,7 +85,8 @@ async def test_grade_changes_are_acknowledged_before_the_state_that_records_them
     sends = Sends(auto_ack=False)
     stage, _, table = stage_with(sends, window_size=2)
     config = stage.settings
-    await stage.handle(forwarded(config, run(1), run(2)))  # full window: grade A, no change
+    # full window: grade A, no change (its runs' suite evidence waits for the broker too)
+    await sends.acked_until(asyncio.ensure_future(stage.handle(forwarded(config, run(1), run(2)))))
     assert not sends.to(config.topics.grade_changes)
     sends.ack_pending()
     table.writes.clear()
@@ -207,11 +208,18 @@ async def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
     sends = Sends(auto_ack=False)
     stage, _, _ = stage_with(sends)
     config = stage.settings
-    await stage.handle(forwarded(config, run(1)))
+    task = asyncio.ensure_future(stage.handle(forwarded(config, run(1))))
+    while not task.done():  # the broker takes the run's suite evidence, the stage goes on
+        for (topic, *_), ack in zip(sends.sent, sends.acks, strict=True):
+            if topic == config.topics.suite_runs and not ack.done():
+                ack.set_result(None)
+        await asyncio.sleep(0)
+    await task
 
     async def refuse_then_confirm() -> None:
         for ack in sends.acks:
-            ack.set_exception(ConnectionError("MessageSizeTooLarge"))
+            if not ack.done():
+                ack.set_exception(ConnectionError("MessageSizeTooLarge"))
         await stage.outputs.confirm()
 
     with pytest.raises(ConnectionError):

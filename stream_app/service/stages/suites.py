@@ -1,64 +1,211 @@
-"""The fourth hop: each run's suite evidence into its suite's detectors (a table), the suite's
-tier out. Its input comes from every partition of the windows hop, in an order no replay
-reproduces; its state is a function of the set of runs (core.suite_state), so it still equals
-`replay`. Re-published after every recovery, like the aggregates."""
+"""The fourth hop: each run's suite evidence into its suite's detectors, the suite's tier out. Its
+input comes from every partition of the windows hop, in an order no replay reproduces; its state
+is a function of the set of runs (core.suite_state), so it still equals `replay`.
+
+The table keeps one record per experiment of a suite tier (its share), so that a suite of any
+size fits the broker's message limit; a suite tier is made from its records when first needed.
+A record that cannot be loaded is quarantined alone, and a record of the one-record-per-suite
+format before this one is migrated: its experiments' sequences are kept (a repeat still drops),
+its evidence, measured against estimated references, is not."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, suite_key
-from stream_app.core.suite_state import SuiteRun, SuiteState, fold_suite_runs, suite_tier
+from stream_app.core.suite_message import SuiteItem, SuiteMessage
+from stream_app.core.suite_state import (
+    ExperimentShare,
+    SuiteState,
+    fold_suite_items,
+    suite_tier,
+)
 from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import TableStage
 
 
+def record_key(key: str, experiment: str) -> bytes:
+    """The table key of an experiment's share of a suite tier (`key`: the suite tier's)."""
+    suite, tier = split_tier_key(key)
+    return json.dumps([suite, tier, experiment], ensure_ascii=False).encode()
+
+
+def parse_record_key(raw: bytes) -> tuple[str, str | None]:
+    """(suite tier key, experiment) of a table key; the experiment is None for a record of the
+    format before shares (keyed by the suite tier alone)."""
+    text = raw.decode()
+    try:
+        parts = json.loads(text)
+    except ValueError:
+        parts = None
+    if isinstance(parts, list) and len(parts) == 3 and all(isinstance(p, str) for p in parts):
+        return suite_key(parts[0], parts[1]), parts[2]
+    return text, None
+
+
+def migrated(raw: bytes) -> dict[str, ExperimentShare]:
+    """The shares of a record of the format before shares: each experiment's sequence (of the
+    incarnation 0, as its tier wrote them), no runs or evidence. Raises ValueError when it is not
+    one."""
+    data: Any = json.loads(raw)
+    if not isinstance(data, dict) or set(data) != {"seen", "hours", "days", "runs", "top"}:
+        raise ValueError("not a suite state")
+    seen = data["seen"]
+    if not isinstance(seen, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in seen.items()
+    ):
+        raise ValueError("suite state has bad sequences")
+    return {experiment: ExperimentShare(seq=seq) for experiment, seq in seen.items()}
+
+
 class SuitesStage(TableStage[SuiteState]):
-    """Folds each batch of suite runs into the suites of the table, once per suite tier."""
+    """Folds each batch of suite messages into the suite tiers, once per suite tier."""
 
     name = "suite"
     table_name = "suite-states"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.index: dict[str, set[bytes]] | None = None
+        """The table keys of every suite tier's records (None: to be read from the table)."""
+
     @classmethod
     def experiment_of(cls, key: str) -> str:
-        """A suite tier's key is partitioned by its suite."""
-        return split_tier_key(key)[0]
+        """A record is partitioned by its suite."""
+        return split_tier_key(parse_record_key(key.encode())[0])[0]
 
-    def load(self, key: str, raw: bytes) -> SuiteState:
-        """A stored suite state, checked field by field."""
-        return SuiteState.from_json(raw)
+    def _index(self) -> dict[str, set[bytes]]:
+        if self.index is None:
+            self.index = {}
+            for key, raw in self.table.items():
+                if raw is not None:
+                    self.index.setdefault(parse_record_key(key)[0], set()).add(key)
+        return self.index
+
+    def drop_cache(self) -> None:
+        """Forget the suite tiers made, and the index: the table is the truth."""
+        super().drop_cache()
+        self.index = None
+
+    def cached(self, key: str) -> SuiteState | None:
+        """The suite tier from the cache (a batch makes its suite tiers first: `_prepare`)."""
+        return self.cache.use(key.encode())
+
+    async def _prepare(self, keys: set[str]) -> dict[str, SuiteState]:
+        """Each suite tier of `keys` that has records, from the cache or made from them."""
+        out: dict[str, SuiteState] = {}
+        for key in sorted(keys):
+            state = self.cache.use(key.encode()) or await self._made(key)
+            if state is not None:
+                out[key] = state
+        return out
+
+    async def _made(self, key: str) -> SuiteState | None:
+        """A suite tier made from its records: one that cannot be loaded is quarantined, one of
+        the format before shares migrated (after the shares, which it does not overwrite)."""
+        shares: dict[str, ExperimentShare] = {}
+        keys = self._index().get(key, set())
+        records = [(parse_record_key(k)[1], k) for k in keys]
+        for experiment, raw_key in sorted(records, key=lambda r: (r[0] is None, r[1])):
+            raw = self.table.get(raw_key)
+            if raw is None:
+                continue
+            try:
+                if experiment is not None:
+                    shares[experiment] = ExperimentShare.from_state(json.loads(raw))
+                    continue
+                old = migrated(raw)
+            except Exception as exc:
+                await self.quarantine(raw_key, exc)
+                keys.discard(raw_key)
+                continue
+            for name, share in old.items():
+                if name not in shares:
+                    shares[name] = share
+                    await self._put(key, name, share)
+            await self.table.delete(raw_key)
+            keys.discard(raw_key)
+        return SuiteState(shares) if shares else None
+
+    async def _put(self, key: str, experiment: str, share: ExperimentShare | None) -> None:
+        raw_key = record_key(key, experiment)
+        keys = self._index().setdefault(key, set())
+        if share is None:
+            if raw_key in keys:
+                await self.table.delete(raw_key)
+                keys.discard(raw_key)
+        else:
+            await self.table.put(raw_key, json.dumps(share.to_state()).encode())
+            keys.add(raw_key)
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """Fold, dead-letter what failed, then write each changed suite tier and publish it."""
-        runs: list[tuple[str, SuiteRun]] = []
+        """Fold, dead-letter what failed, then write each changed share and publish each changed
+        suite tier once (a suite tier with no experiment left is withdrawn)."""
+        items: list[tuple[str, SuiteItem]] = []
         sources: list[Record] = []
         for record in batch:
             try:
-                run = SuiteRun.from_json(record.value)
+                message = SuiteMessage.from_json(record.value)
             except Exception as exc:
                 await self.outputs.reject(record, processing_error(self.name, exc))
                 continue
-            runs.append((suite_key(run.suite, run.tier), run))
-            sources.append(record)
-        folded = fold_suite_runs(runs, self.cached, self.settings.drop_design)
+            key = suite_key(message.suite, message.tier)
+            for item in message.items:
+                items.append((key, item))
+                sources.append(record)
+        made = await self._prepare({key for key, _ in items})
+        folded = fold_suite_items(items, made.get, self.settings.drop_design)
         await self.settle(folded, sources.__getitem__)
         for key, state in folded.states.items():
-            key_bytes = key.encode()
-            await self.table.put(key_bytes, state.to_json())
-            self.cache[key_bytes] = state
-            await self.outputs.suite_tier(folded.results[key])
+            changed = sorted({e for _, e in folded.steps[key] if e is not None})
+            for experiment in changed:
+                await self._put(key, experiment, state.shares.get(experiment))
+            if state.shares:
+                self.cache[key.encode()] = state
+                await self.outputs.suite_tier(folded.results[key])
+            else:
+                self.cache.pop(key.encode(), None)
+                await self.outputs.retire_suite_tier(*split_tier_key(key))
         return len(batch)
 
+    async def _recover(self, owned: set[int]) -> int:
+        """Make every owned suite tier from its records and re-publish it."""
+        self.drop_cache()
+        keys = {
+            key for key, raws in self._index().items() for raw in raws if self._owns(raw, owned)
+        }
+        count = 0
+        for key in sorted(keys):
+            state = await self._made(key)
+            if state is None:
+                await self.outputs.retire_suite_tier(*split_tier_key(key))
+                continue
+            self.cache[key.encode()] = state
+            report = suite_tier(*split_tier_key(key), state, self.settings.drop_design)
+            await self.outputs.suite_tier(report)
+            count += 1
+        return count
+
+    def _owns(self, raw_key: bytes, owned: set[int]) -> bool:
+        return self.partition_of(raw_key) in owned
+
     def republish(self, key: str, state: SuiteState) -> Callable[[], Awaitable[None]] | None:
-        """A recovered suite tier re-publishes what it shows."""
-        report = suite_tier(*split_tier_key(key), state, self.settings.drop_design)
-        return lambda: self.outputs.suite_tier(report)
+        """Not used: recovery makes whole suite tiers (`_recover`)."""
+        return None
 
     async def retract(self, key: str) -> None:
-        """A quarantined suite tier: a tombstone for its key, and its gauges go."""
-        await self.outputs.retire_suite_tier(*split_tier_key(key))
+        """A quarantined record: nothing to withdraw yet; its suite tier is published again
+        without it by the batch or the recovery that found it."""
 
     def forget(self, key: str, raw: bytes) -> None:
         """A lost suite tier's gauges go."""
-        self.exporter.remove_suite(*split_tier_key(key))
+        self.exporter.remove_suite(*split_tier_key(parse_record_key(key.encode())[0]))
+
+    def on_revoked(self, lost: set[int]) -> None:
+        """Forget the index too: the records of the lost partitions are another worker's."""
+        super().on_revoked(lost)
+        self.index = None

@@ -18,6 +18,7 @@ from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
+from stream_app.core.suite_message import SuiteRun
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
@@ -80,12 +81,15 @@ class WindowsStage(TableStage[TierState]):
         state.aggregate(self.settings)
         return state
 
-    async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """Fold, dead-letter what failed, acknowledge grade changes, then write the states and
-        publish each changed tier's aggregate once."""
+    async def _read(
+        self, batch: Sequence[Record]
+    ) -> tuple[list[tuple[str, WindowEntry]], list[tuple[Record, Any, bool]], int]:
+        """The batch's runs (tier key, entry), each one's message (message, run, bundled), and
+        the events it held (runs, and messages that held none we could read); what cannot be
+        read is dead-lettered."""
         runs: list[tuple[str, WindowEntry]] = []
-        sources: list[tuple[Record, Any, bool]] = []  # each run's message, run, bundled
-        events = 0  # runs, and messages that held none we could read
+        sources: list[tuple[Record, Any, bool]] = []
+        events = 0
         for record in batch:
             try:
                 items, bundled = runs_of(record.value)
@@ -105,6 +109,12 @@ class WindowsStage(TableStage[TierState]):
                     continue
                 runs.append((key, entry))
                 sources.append((record, run, bundled))
+        return runs, sources, events
+
+    async def handle_batch(self, batch: Sequence[Record]) -> int:
+        """Fold, dead-letter what failed, acknowledge grade changes and suite runs, then write
+        the states and publish each changed tier's aggregate once."""
+        runs, sources, events = await self._read(batch)
         now_us = to_epoch_us(datetime.now(UTC))
         if self.idle.due(now_us) and not self.lagging():
             # A run for an experiment idle for the TTL starts it fresh, even between two
@@ -114,6 +124,7 @@ class WindowsStage(TableStage[TierState]):
         await self.settle(folded, lambda i: run_record(*sources[i]))
         pending: list[Awaitable[Any]] = []
         added: dict[str, list[int]] = {}  # completed_at of each added run, per key
+        suite_runs: dict[tuple[str, str], list[SuiteRun]] = {}
         for key, steps in folded.steps.items():
             for index, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
@@ -122,8 +133,10 @@ class WindowsStage(TableStage[TierState]):
                 added.setdefault(key, []).append(runs[index][1].completed_at_us)
                 if step.grade_change is not None:
                     pending.append(await self.outputs.grade_change(step.grade_change))
-                if step.suite_run is not None:  # acknowledged before the state is written
-                    pending.append(await self.outputs.suite_run(step.suite_run))
+                if step.suite_run is not None and key in folded.states:
+                    suite_runs.setdefault((step.suite, split_tier_key(key)[1]), []).append(
+                        step.suite_run
+                    )
                 if step.page is not None:  # the gauge pages; the log says which run did it
                     log.warning(
                         "%s dropped: the %s detector paged on run %r",
@@ -131,7 +144,9 @@ class WindowsStage(TableStage[TierState]):
                         step.page.replace("_", " "),
                         runs[index][1].run_id,
                     )
-        if pending:
+        for (suite, tier), forwarded in suite_runs.items():
+            pending += await self.outputs.suite_runs(suite, tier, forwarded)
+        if pending:  # acknowledged before the states that record them are written
             await asyncio.gather(*pending)
         for key, state in folded.states.items():
             key_bytes = key.encode()
@@ -190,6 +205,16 @@ class WindowsStage(TableStage[TierState]):
             self.exporter.experiments.set(len(self.idle.last))
             return retired
 
+    def _suites_of(self, key: bytes) -> tuple[str, ...]:
+        """The suites a stored tier's runs went to (none when its state cannot be loaded: its
+        shares then leave their suites with their window)."""
+        raw = self.table.get(key)
+        try:
+            state = self.cache.use(key) or self.load(key.decode(), raw or b"")
+        except Exception:
+            return ()
+        return state.feed.suites
+
     async def _retire(self, now_us: int) -> list[str]:
         """A tombstone for each tier of each idle experiment on the aggregates topic (the
         cross-tier stage then retires the experiment), acknowledged before the table entries
@@ -205,8 +230,14 @@ class WindowsStage(TableStage[TierState]):
             for key, raw in self.table.items()
             if raw is not None and self.experiment_of(key.decode()) in retiring
         ]
+        suites: dict[tuple[str, str], list[str]] = {}
         for key in keys:
-            await self.outputs.retire_tier(*split_tier_key(key.decode()))
+            experiment_id, tier = split_tier_key(key.decode())
+            await self.outputs.retire_tier(experiment_id, tier)
+            for suite in self._suites_of(key):
+                suites.setdefault((suite, tier), []).append(experiment_id)
+        for (suite, tier), experiments in sorted(suites.items()):
+            await self.outputs.retire_from_suite(suite, tier, experiments)
         await self.outputs.confirm()
         if self.generation != generation:
             return []

@@ -1,0 +1,122 @@
+"""The suite stage driven in-process: a dict for its table, a list for its sends, no broker. One
+record per experiment of a suite tier, a record of the old one-per-suite format migrated and not
+quarantined, a bad record quarantined alone, retirement, and recovery of the owned suites."""
+
+from __future__ import annotations
+
+import json
+
+from stream_app.core.suite_evidence import SIZE
+from stream_app.core.suite_message import SuiteMessage, SuiteRun
+from stream_app.service.outputs import Outputs
+from stream_app.service.partitioning import partition_for
+from stream_app.service.stages.suites import SuitesStage, record_key
+from tests.stage_doubles import Sends, Table, records, samples, wiring
+
+CHANGELOG = "evalstream-suite-states-changelog"
+HOUR_US = 3_600_000_000
+
+
+def stage_with() -> tuple[SuitesStage, Sends, Table]:
+    config, sends, exporter, _ = wiring()
+    table = Table(sends)
+    stage = SuitesStage(table, CHANGELOG, config, Outputs(sends, config, exporter), exporter)
+    return stage, sends, table
+
+
+def message(experiment: str, *seqs: int, suite: str = "agent", epoch: int = 7) -> bytes:
+    runs = tuple(SuiteRun(experiment, epoch, s, s * HOUR_US, (s,) * SIZE) for s in seqs)
+    return SuiteMessage(suite, "T1", runs).to_json()
+
+
+async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    topic = config.topics.suite_runs
+    await stage.handle(records(topic, [message("a", 1, 2), message("b", 1), message("a", 2, 3)]))
+    keys = [json.loads(key) for key, _ in table.writes]
+    assert keys == [["agent", "T1", "a"], ["agent", "T1", "b"]]  # each once a batch
+    assert json.loads(table[record_key("agent/T1", "a")])["n"] == 3  # 1, 2, 3: the repeat dropped
+    [report] = sends.to(config.topics.suites)
+    assert (report["experiments"], report["runs"]) == (2, 4)
+    assert {p for t, _, _, p in sends.sent if t == config.topics.suites} == {
+        partition_for("agent", config.partitions)
+    }
+    assert {stage.partition_of(k) for k in table} == {partition_for("agent", config.partitions)}
+
+
+async def test_a_record_of_the_format_before_shares_migrates_and_keeps_its_sequences() -> None:
+    """A state written before per-experiment records loads: nothing is quarantined, its
+    experiments' sequences still drop a repeat, and its key is replaced by theirs."""
+    stage, sends, table = stage_with()
+    config = stage.settings
+    old = {"seen": {"a": 5, "b": 2}, "hours": [], "days": {}, "runs": 7, "top": None}
+    table[b"agent/T1"] = json.dumps(old).encode()
+    await stage.on_recover(set(range(config.partitions)))
+    assert not sends.to(config.topics.dead_letter)
+    assert b"agent/T1" not in table
+    assert set(table) == {record_key("agent/T1", "a"), record_key("agent/T1", "b")}
+    old_run = SuiteRun("a", 0, 5, HOUR_US, (0,) * SIZE)  # a repeat from before the upgrade
+    await stage.handle(
+        records(config.topics.suite_runs, [SuiteMessage("agent", "T1", (old_run,)).to_json()])
+    )
+    assert json.loads(table[record_key("agent/T1", "a")])["n"] == 0
+    await stage.handle(records(config.topics.suite_runs, [message("a", 1)]))  # its tier, upgraded
+    assert json.loads(table[record_key("agent/T1", "a")])["n"] == 1
+
+
+async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    topic = config.topics.suite_runs
+    await stage.handle(records(topic, [message("a", 1, 2), message("b", 1)]))
+    table[record_key("agent/T1", "b")] = b'{"e": 1}'
+    stage.drop_cache()
+    await stage.handle(records(topic, [message("a", 3)]))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "state_error"
+    assert record_key("agent/T1", "b") not in table
+    assert sends.to(config.topics.suites)[-1]["experiments"] == 1  # a, without b
+
+
+async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    topic = config.topics.suite_runs
+    await stage.handle(records(topic, [message("a", 1), message("b", 1)]))
+    assert ("agent", "T1") in stage.exporter.suites.suites
+    retire = SuiteMessage("agent", "T1", retired=("a",)).to_json()
+    await stage.handle(records(topic, [retire]))
+    assert set(table) == {record_key("agent/T1", "b")}
+    assert sends.to(config.topics.suites)[-1]["experiments"] == 1
+    await stage.handle(records(topic, [SuiteMessage("agent", "T1", retired=("b",)).to_json()]))
+    assert not table
+    assert sends.tombstones(config.topics.suites) == [b"agent/T1"]
+    assert ("agent", "T1") not in stage.exporter.suites.suites
+    m = samples(stage.exporter)
+    assert not any(name.startswith("evalstream_suite") for name, _ in m)
+
+
+async def test_recovery_publishes_the_owned_suite_tiers_only() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    topic = config.topics.suite_runs
+    suites = [f"agent-{k}" for k in range(8)]
+    await stage.handle(records(topic, [message("a", 1, suite=s) for s in suites]))
+    sends.sent.clear()
+    owned = {0, 2}
+    count = await stage.on_recover(owned)
+    published = {r["suite"] for r in sends.to(config.topics.suites)}
+    expected = {s for s in suites if partition_for(s, config.partitions) in owned}
+    assert published == expected
+    assert count == len(expected)
+    assert 0 < count < len(suites)
+
+
+async def test_a_message_that_is_not_one_is_dead_lettered() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    bad = [b"[1, 2]", b'{"v": 2, "suite": "", "tier": "T1"}', b'{"v": 3}', b"\xff"]
+    await stage.handle(records(config.topics.suite_runs, [*bad, message("a", 1)]))
+    assert len(sends.to(config.topics.dead_letter)) == len(bad)
+    assert set(table) == {record_key("agent/T1", "a")}
