@@ -9,6 +9,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from schemas.aggregates import TierAggregate
 from schemas.common import OUTPUT_MODEL_CONFIG, Grade
 from schemas.cross_tier import CrossTierReport
+from schemas.suites import SuiteTier
 
 
 class TierSummary(BaseModel):
@@ -56,6 +57,24 @@ class ExperimentDetail(BaseModel):
     cross_tier: CrossTierReport | None = Field(
         description="Null only for the moment between a first aggregate and its report."
     )
+
+
+class SuiteList(BaseModel):
+    """`GET /api/suites`: every suite tier of every worker, by suite then numeric tier."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    suites: list[SuiteTier]
+    workers: int = Field(description="Workers that answered (all of the group's).")
+
+
+class SuiteDetail(BaseModel):
+    """`GET /api/suites/{suite}`: a suite's tiers, each as last published."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    suite: str
+    tiers: list[SuiteTier] = Field(description="By numeric tier.")
 
 
 class ApiError(BaseModel):

@@ -1,5 +1,6 @@
-"""`stream-app status [EXPERIMENT]`: the query API of a worker (any worker: it routes), printed as
-a table. Plain HTTP from the standard library; `--json` prints the API's answer as it is."""
+"""`stream-app status [EXPERIMENT]` and `stream-app status --suites`: the query API of a worker
+(any worker: it routes), printed as a table; the list of experiments ends with the suites'
+tiers. Plain HTTP from the standard library; `--json` prints the API's answer as it is."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from schemas.query_api import ExperimentDetail, ExperimentList
+from schemas.query_api import ExperimentDetail, ExperimentList, SuiteList
 from stream_app import exit_codes
 from stream_app.cli.command import Command
 from stream_app.cli.options import add_config, settings_of
 from stream_app.errors import UserError
 from stream_app.ports import local_url, split_host_port
-from stream_app.terminal.live_table import LiveState, render
+from stream_app.terminal.live_table import LiveState, render, render_suites
 
 TIMEOUT_S: Final = 15.0
 
@@ -28,10 +29,10 @@ class StatusError(UserError):
     fix, a worker to start, or an experiment id to check (`exit_codes` says why that is 2)."""
 
 
-def api_url(base: str, experiment: str | None) -> str:
-    """The API address for the list or one experiment (its id percent-encoded, `/` and `.`
-    too: an id `..` must not be read as a path step)."""
-    root = base.rstrip("/") + "/api/experiments"
+def api_url(base: str, experiment: str | None, page: str = "experiments") -> str:
+    """The API address for a list (`page`: experiments or suites) or one experiment (its id
+    percent-encoded, `/` and `.` too: an id `..` must not be read as a path step)."""
+    root = f"{base.rstrip('/')}/api/{page}"
     if experiment is None:
         return root
     return f"{root}/{urllib.parse.quote(experiment, safe='').replace('.', '%2E')}"
@@ -70,6 +71,16 @@ def list_table(answer: ExperimentList) -> str:
     return "\n".join(lines)
 
 
+def suite_table(answer: SuiteList) -> str:
+    """One line per suite tier (its experiments, runs and drop detectors), as the demo shows
+    them."""
+    state = LiveState()
+    for suite in answer.suites:
+        state.suites[(suite.suite, suite.tier)] = suite
+    lines = render_suites(state, lambda text, _code: text, colour=False)[1:]
+    return "\n".join([*(lines or ["(no suite yet)"]), f"{len(answer.suites)} suite tier(s)"])
+
+
 def detail_table(answer: ExperimentDetail) -> str:
     """An experiment's tiers as the demo's table: per tier its runs, grade (with DROPPED or
     "warming" for its drop detectors), pass rate over all its runs with its interval, and its
@@ -85,16 +96,20 @@ def detail_table(answer: ExperimentDetail) -> str:
     return render(state, header, colour=False)
 
 
-def status(base: str, experiment: str | None, as_json: bool) -> str:
+def status(base: str, experiment: str | None, as_json: bool, suites: bool = False) -> str:
     """What `stream-app status` prints."""
-    url = api_url(base, experiment)
+    url = api_url(base, experiment, "suites" if suites else "experiments")
     body = fetch(url)
     if as_json:
         return body.decode(errors="replace")
     try:
-        if experiment is None:
-            return list_table(ExperimentList.model_validate_json(body))
-        return detail_table(ExperimentDetail.model_validate_json(body))
+        if suites:
+            return suite_table(SuiteList.model_validate_json(body))
+        if experiment is not None:
+            return detail_table(ExperimentDetail.model_validate_json(body))
+        experiments = list_table(ExperimentList.model_validate_json(body))
+        url = api_url(base, None, "suites")
+        return f"{experiments}\n\n{suite_table(SuiteList.model_validate_json(fetch(url)))}"
     except ValidationError:  # a proxy's page, another service, another version's API
         raise StatusError(
             f"{url} answered, but not as evalstream's query API does: is it a worker's address?"
@@ -128,6 +143,9 @@ class StatusCommand(Command):
             help="a worker's web address, http://HOST:PORT or HOST:PORT "
             "(default: web_bind and web_port)",
         )
+        parser.add_argument(
+            "--suites", action="store_true", help="the suites' tiers only (every suite's)"
+        )
         parser.add_argument("--json", action="store_true", help="print the API's JSON as it is")
         add_config(parser)
 
@@ -138,7 +156,9 @@ class StatusCommand(Command):
         else:
             settings = settings_of(args)
             base = local_url(settings.web_bind, settings.web_port)
-        print(status(base, args.experiment, args.json))
+        if args.suites and args.experiment is not None:
+            raise StatusError("give an experiment or --suites, not both")
+        print(status(base, args.experiment, args.json, args.suites))
         return exit_codes.OK
 
 

@@ -111,7 +111,7 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
 
     install_timers(app, settings, exporter, windows=windows, health=health, sources=set(sources))
     install_pages(app, health, exporter)
-    answers = QueryAnswers(exporter.aggregates)
+    answers = QueryAnswers(exporter.aggregates, exporter.suites)
 
     def ready() -> bool:
         return health.ready(app.rebalancing)

@@ -1,9 +1,9 @@
-"""The query API: the current state of the experiments as JSON, for people and scripts that want it
-without PromQL (docs/operations.md, 'Query API and `stream-app status`').
+"""The query API: the current state of the experiments and suites as JSON, for people and scripts
+that want it without PromQL (docs/operations.md, 'Query API and `stream-app status`').
 
-A worker owns whole experiments (`partitioning`) and answers from what it last published, as the
-gauges do; a request for another worker's experiment is forwarded to its owner with
-`scope=local`, so it is answered where it lands and never forwarded again."""
+A worker owns whole experiments and whole suites (`partitioning`) and answers from what it last
+published, as the gauges do; a request for another worker's experiment or suite is forwarded to
+its owner with `scope=local`, so it is answered where it lands and never forwarded again."""
 
 from __future__ import annotations
 
@@ -23,9 +23,13 @@ from schemas.query_api import (
     ExperimentDetail,
     ExperimentList,
     ExperimentSummary,
+    SuiteDetail,
+    SuiteList,
     TierSummary,
 )
+from schemas.suites import SuiteTier
 from stream_app.service.aggregate_collector import AggregateCollector
+from stream_app.service.exporter import SuiteCollector
 
 TIERS: Final = (*(f"T{i}" for i in range(100)), *(f"T0{i}" for i in range(10)))
 """Every tier name the contract allows (`T0` … `T99`, and `T00` … `T09`)."""
@@ -36,8 +40,9 @@ JSON: Final = "application/json"
 class QueryAnswers:
     """The answers of one worker, from what it owns: pure lookups, no I/O."""
 
-    def __init__(self, collector: AggregateCollector) -> None:
+    def __init__(self, collector: AggregateCollector, suites: SuiteCollector) -> None:
         self.collector = collector
+        self.suites = suites
 
     def tiers_of(self, experiment_id: str) -> list[TierAggregate]:
         """An experiment's tiers on this worker, by numeric tier, read back from the JSON
@@ -79,6 +84,15 @@ class QueryAnswers:
         """One tier's aggregate, or None."""
         entry = self.collector.tiers.get((experiment_id, tier))
         return None if entry is None else TierAggregate.model_validate_json(entry.json)
+
+    def suite_tiers(self, suite: str | None = None) -> list[SuiteTier]:
+        """The suite tiers this worker owns (of `suite` only, when given), by suite then
+        numeric tier, read back from the JSON they were published as."""
+        found = [key for key in list(self.suites.suites) if suite is None or key[0] == suite]
+        return [
+            SuiteTier.model_validate_json(self.suites.suites[key].json)
+            for key in sorted(found, key=lambda k: (k[0], tier_sort_key(k[1])))
+        ]
 
 
 def summary(experiment_id: str, tiers: list[TierSummary]) -> ExperimentSummary:
@@ -136,23 +150,41 @@ class QueryApi:
             status, payload = await self.one(request, experiment, tier)
             return web.bytes(payload, content_type=JSON, status=status)
 
+        @app.page("/api/suites")  # type: ignore[untyped-decorator]
+        async def suites(web: Any, request: Any) -> Any:
+            status, payload = await self.list_suites(request.query.get("scope") == "local")
+            return web.bytes(payload, content_type=JSON, status=status)
+
+        @app.page("/api/suites/{suite}")  # type: ignore[untyped-decorator]
+        async def suite(web: Any, request: Any, suite: str) -> Any:
+            status, payload = await self.one_suite(request, suite)
+            return web.bytes(payload, content_type=JSON, status=status)
+
     def not_ready(self) -> tuple[int, bytes] | None:
         """503 while the worker rebalances or recovers: what it owns is not known yet."""
         if self.ready():
             return None
         return 503, error("the worker is rebalancing or recovering its tables; try again shortly")
 
+    async def elsewhere(self, request: Any, key: str, what: str) -> tuple[int, bytes] | None:
+        """The owner's answer when `key`'s partition is another worker's (None: it is this
+        one's, or the request was forwarded here already)."""
+        if request.query.get("scope") == "local":
+            return None
+        try:
+            owner = str(self.app.router.key_store(self.owner_table, key.encode()))
+        except Exception:  # no owner known for its partition: a rebalance is under way
+            return 503, error(f"no worker owns this {what}'s partition yet; try again")
+        if owner.rstrip("/") != str(self.app.conf.canonical_url).rstrip("/"):
+            return await self.forward(owner, request.rel_url.raw_path)
+        return None
+
     async def one(self, request: Any, experiment_id: str, tier: str | None) -> tuple[int, bytes]:
         """An experiment or one of its tiers, from its owner."""
         if (busy := self.not_ready()) is not None:
             return busy
-        if request.query.get("scope") != "local":
-            try:
-                owner = str(self.app.router.key_store(self.owner_table, experiment_id.encode()))
-            except Exception:  # no owner known for its partition: a rebalance is under way
-                return 503, error("no worker owns this experiment's partition yet; try again")
-            if owner.rstrip("/") != str(self.app.conf.canonical_url).rstrip("/"):
-                return await self.forward(owner, request.rel_url.raw_path)
+        if (answer := await self.elsewhere(request, experiment_id, "experiment")) is not None:
+            return answer
         if tier is None:
             detail = self.answers.experiment(experiment_id)
             if detail is None:
@@ -178,29 +210,63 @@ class QueryApi:
             return 502, error(f"the owning worker {owner} did not answer: {type(exc).__name__}")
         return status, payload
 
-    async def list_experiments(self, local: bool) -> tuple[int, bytes]:
-        """This worker's experiments, and unless `local` every other worker's."""
+    async def one_suite(self, request: Any, suite: str) -> tuple[int, bytes]:
+        """A suite's tiers, from its owner."""
         if (busy := self.not_ready()) is not None:
             return busy
-        mine = self.answers.summaries()
-        if local:
-            return 200, body(ExperimentList(experiments=mine, workers=1))
+        if (answer := await self.elsewhere(request, suite, "suite")) is not None:
+            return answer
+        tiers = self.answers.suite_tiers(suite)
+        if not tiers:
+            return 404, error(f"unknown suite {suite!r} (never seen, or every experiment retired)")
+        return 200, body(SuiteDetail(suite=suite, tiers=tiers))
+
+    async def peers(self, path: str) -> list[bytes] | tuple[int, bytes]:
+        """Every other worker's local answer of `path` (a list page), or the error to return."""
         own = str(self.app.conf.canonical_url).rstrip("/")
         peers = sorted(
             url.rstrip("/") for url in self.app.router.tables_metadata() if url.rstrip("/") != own
         )
         answers = await asyncio.gather(
-            *(fetch(f"{peer}/api/experiments?scope=local") for peer in peers),
-            return_exceptions=True,
+            *(fetch(f"{peer}{path}?scope=local") for peer in peers), return_exceptions=True
         )
-        experiments = list(mine)
+        out = []
         for peer, answer in zip(peers, answers, strict=True):
             if isinstance(answer, BaseException) or answer[0] != 200:
                 what = type(answer).__name__ if isinstance(answer, BaseException) else answer[0]
                 return 502, error(f"worker {peer} did not answer the list ({what}); try again")
-            experiments += ExperimentList.model_validate_json(answer[1]).experiments
+            out.append(answer[1])
+        return out
+
+    async def list_experiments(self, local: bool) -> tuple[int, bytes]:
+        """This worker's experiments, and unless `local` every other worker's."""
+        if (busy := self.not_ready()) is not None:
+            return busy
+        experiments = self.answers.summaries()
+        if local:
+            return 200, body(ExperimentList(experiments=experiments, workers=1))
+        others = await self.peers("/api/experiments")
+        if isinstance(others, tuple):
+            return others
+        for raw in others:
+            experiments += ExperimentList.model_validate_json(raw).experiments
         experiments.sort(key=lambda s: s.experiment_id)
-        return 200, body(ExperimentList(experiments=experiments, workers=1 + len(peers)))
+        return 200, body(ExperimentList(experiments=experiments, workers=1 + len(others)))
+
+    async def list_suites(self, local: bool) -> tuple[int, bytes]:
+        """This worker's suite tiers, and unless `local` every other worker's."""
+        if (busy := self.not_ready()) is not None:
+            return busy
+        suites = self.answers.suite_tiers()
+        if local:
+            return 200, body(SuiteList(suites=suites, workers=1))
+        others = await self.peers("/api/suites")
+        if isinstance(others, tuple):
+            return others
+        for raw in others:
+            suites += SuiteList.model_validate_json(raw).suites
+        suites.sort(key=lambda s: (s.suite, tier_sort_key(s.tier)))
+        return 200, body(SuiteList(suites=suites, workers=1 + len(others)))
 
 
 async def fetch(url: str) -> tuple[int, bytes]:

@@ -13,7 +13,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from schemas.query_api import ExperimentDetail, ExperimentList, ExperimentSummary, TierSummary
+from schemas.query_api import (
+    ExperimentDetail,
+    ExperimentList,
+    ExperimentSummary,
+    SuiteList,
+    TierSummary,
+)
+from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.cli.main import main
 from stream_app.commands.status import (
     StatusCommand,
@@ -198,9 +205,70 @@ def test_url_needs_no_settings(monkeypatch: pytest.MonkeyPatch, not_the_api: str
     """status talks HTTP only: a broken broker URL in the environment is not its business."""
     monkeypatch.setenv("EVALSTREAM_BROKER_URL", "bogus")
     with pytest.raises(StatusError, match="not as evalstream's query API does"):
-        StatusCommand().run(argparse.Namespace(url=not_the_api, experiment=None, json=False))
+        StatusCommand().run(
+            argparse.Namespace(url=not_the_api, experiment=None, json=False, suites=False)
+        )
 
 
 def test_a_bad_host_port_is_said(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--url", "nope"]) == 2
     assert "'nope' is not HOST:PORT" in capsys.readouterr().err
+
+
+def suite(tier: str, dropped: bool = False, share: float = 0.173) -> SuiteTier:
+    evidence = {"pass_rate": 1.0 if dropped else share, "score": share / 2}
+    return SuiteTier(
+        suite="agent",
+        tier=tier,
+        experiments=40,
+        runs=8000,
+        drop=SuiteDrop(dropped=dropped, evidence=evidence),  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def suites_api() -> Iterator[str]:
+    """A stand-in query API with no experiment and two suite tiers, one of them dropped."""
+    pages = {
+        "/api/experiments": ExperimentList(experiments=[], workers=1).model_dump_json(),
+        "/api/suites": SuiteList(
+            suites=[suite("T0"), suite("T1", True)], workers=1
+        ).model_dump_json(),
+    }
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            payload = pages.get(self.path, '{"error": "no"}').encode()
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_list_ends_with_the_suites_and_suites_alone_on_asking(suites_api: str) -> None:
+    text = status(suites_api, None, as_json=False)
+    assert "(no experiment yet)" in text
+    assert re.search(r"^agent\s+T0\s+40 experiments\s+8000\s+17 % to a page$", text, re.M), text
+    assert re.search(r"^agent\s+T1\s+40 experiments\s+8000\s+DROPPED$", text, re.M), text
+    assert text.endswith("2 suite tier(s)")
+    alone = status(suites_api, None, as_json=False, suites=True)
+    assert alone.splitlines()[0].startswith("suite ")
+    assert len(re.findall(r"^agent ", alone, re.M)) == 2
+    raw = json.loads(status(suites_api, None, as_json=True, suites=True))
+    assert [s["tier"] for s in raw["suites"]] == ["T0", "T1"]
+
+
+def test_an_experiment_and_suites_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "exp", "--suites", "--url", "127.0.0.1:9"]) == 2
+    assert "not both" in capsys.readouterr().err

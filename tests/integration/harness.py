@@ -223,20 +223,35 @@ def _differences(expected: dict[bytes, Any], got: dict[bytes, Any]) -> list[str]
     for key in keys[:6]:
         want, have = expected.get(key) or {}, got.get(key) or {}
         out.append(
-            f"{key.decode()}: want {want.get('run_ids', want.get('tiers'))}, "
-            f"have {have.get('run_ids', have.get('tiers'))}"
+            f"{key.decode()}: want {want.get('run_ids', want.get('tiers', want.get('drop')))}, "
+            f"have {have.get('run_ids', have.get('tiers', have.get('drop')))}"
         )
     return [f"{len(keys)} keys differ", *out] if keys else []
 
 
+def expected_suites(settings: Settings, lines: Iterable[bytes]) -> dict[bytes, Any]:
+    """What `replay` says the last state of every suite's tier must be."""
+    report = replay_lines(lines, settings)
+    return {f"{s.suite}/{s.tier}".encode(): json.loads(s.model_dump_json()) for s in report.suites}
+
+
 def outputs_equal_replay(settings: Settings, lines: list[bytes]) -> bool | Mismatch:
-    """True when the latest aggregate and report of every key are replay's; else what differs."""
+    """True when the latest aggregate and report of every key, and the latest state of every
+    suite's tier, are replay's; else what differs."""
     aggs, cross = expected_outputs(settings, lines)
+    suites = expected_suites(settings, lines)
     got_aggs = latest(settings, settings.topics.aggregates)
     got_cross = latest(settings, settings.topics.cross_tier)
-    if got_aggs == aggs and got_cross == cross:
+    got_suites = latest(settings, settings.topics.suites)
+    if got_aggs == aggs and got_cross == cross and got_suites == suites:
         return True
-    return Mismatch("; ".join(_differences(aggs, got_aggs) + _differences(cross, got_cross)))
+    return Mismatch(
+        "; ".join(
+            _differences(aggs, got_aggs)
+            + _differences(cross, got_cross)
+            + _differences(suites, got_suites)
+        )
+    )
 
 
 def assert_grade_change_chains(

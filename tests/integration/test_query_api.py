@@ -1,6 +1,6 @@
 """The query API with two workers on the test broker: every key answered from either worker,
-identical to the latest aggregates and reports on the output topics; unknown ids 404; and
-`stream-app status` prints it."""
+identical to the latest aggregates, reports and suite tiers on the output topics; unknown ids
+404; and `stream-app status` prints it."""
 
 from __future__ import annotations
 
@@ -30,8 +30,17 @@ from tests.integration.harness import (
 
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 NAMES = [f"exp-{n:02d}" for n in range(12)] + ["team a/exp 1", "..", "."]
-EXTRA = [  # more experiments, so that both workers own some; ids with a slash, a space, dots
-    encode(make_event(run_id=f"x{e}-{t}-{i}", experiment_id=name, tier=f"T{t}"))
+SUITES = ["suite-a", "suite b/1", "suite-c", "suite-d", "suite-e"]
+EXTRA = [  # more experiments, so that both workers own some; ids with a slash, a space, dots;
+    # and suites, so that both own some of those too
+    encode(
+        make_event(
+            run_id=f"x{e}-{t}-{i}",
+            experiment_id=name,
+            tier=f"T{t}",
+            suite=SUITES[e % len(SUITES)],
+        )
+    )
     for e, name in enumerate(NAMES)
     for t in range(2)
     for i in range(3)
@@ -120,6 +129,32 @@ def test_every_key_is_answered_by_either_worker_as_on_the_output_topics(
     assert local[0] | local[1] == set(experiments)  # …and the others were forwarded to it
 
 
+def test_every_suite_is_answered_by_either_worker_as_on_the_output_topic(
+    group: tuple[Settings, list[Worker]],
+) -> None:
+    settings, workers = group
+    published = sorted(
+        latest(settings, settings.topics.suites).values(),
+        key=lambda s: (s["suite"], tier_sort_key(s["tier"])),
+    )
+    assert {s["suite"] for s in published} == {*SUITES, "claude-haiku-4-5"}
+    for worker in workers:
+        assert get(worker.port, "/api/suites") == (200, {"suites": published, "workers": 2})
+        for suite in {s["suite"] for s in published}:
+            tiers = [s for s in published if s["suite"] == suite]
+            status, detail = get(worker.port, f"/api/suites/{quoted(suite)}")
+            assert (status, detail) == (200, {"suite": suite, "tiers": tiers}), suite
+        status, body = get(worker.port, "/api/suites/nope")
+        assert status == 404
+        assert "unknown suite 'nope'" in body["error"]
+    local = [
+        {s["suite"] for s in get(w.port, "/api/suites?scope=local")[1]["suites"]} for w in workers
+    ]
+    assert local[0]
+    assert local[1]
+    assert not local[0] & local[1]
+
+
 def test_unknown_ids_are_404_with_a_one_line_reason(group: tuple[Settings, list[Worker]]) -> None:
     _, workers = group
     for worker in workers:
@@ -142,6 +177,12 @@ def test_stream_app_status_prints_the_list_and_one_experiment(
     listing = subprocess.run(cli, capture_output=True, text=True, timeout=60, check=True)
     assert f"{3 + len(NAMES)} experiment(s) from 2 worker(s)" in listing.stdout
     assert "team a/exp 1" in listing.stdout
+    assert "suite b/1" in listing.stdout  # the suites' tiers end the list
+    suites = subprocess.run(
+        [*cli, "--suites"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert suites.stdout.startswith("suite ")
+    assert "team a/exp 1" not in suites.stdout
     one = subprocess.run(
         [*cli, "team a/exp 1"], capture_output=True, text=True, timeout=60, check=True
     )

@@ -20,7 +20,9 @@ def published() -> tuple[QueryAnswers, Exporter, ReplayReport]:
         exporter.set_tier(agg, agg.model_dump_json().encode())
     for cross in report.cross_tier:
         exporter.set_experiment(cross, cross.model_dump_json().encode())
-    return QueryAnswers(exporter.aggregates), exporter, report
+    for suite in report.suites:
+        exporter.set_suite(suite, suite.model_dump_json().encode())
+    return QueryAnswers(exporter.aggregates, exporter.suites), exporter, report
 
 
 def test_an_experiment_is_answered_exactly_as_published() -> None:
@@ -50,3 +52,14 @@ def test_the_list_summarises_every_experiment_by_id_and_numeric_tier() -> None:
         assert s.last_update == max(a.latest_completed_at for a in tiers)
     exporter.remove_tier(summaries[0].experiment_id, summaries[0].tiers[0].tier)
     assert len(answers.summaries()[0].tiers) == len(summaries[0].tiers) - 1
+
+
+def test_suite_tiers_are_answered_as_published_by_suite_then_numeric_tier() -> None:
+    answers, exporter, report = published()
+    assert report.suites
+    assert answers.suite_tiers() == report.suites
+    suite = report.suites[0].suite
+    assert answers.suite_tiers(suite) == [s for s in report.suites if s.suite == suite]
+    assert answers.suite_tiers("nope") == []
+    exporter.remove_suite(suite, report.suites[0].tier)
+    assert len(answers.suite_tiers()) == len(report.suites) - 1

@@ -78,6 +78,7 @@ async def test_bundles_stay_below_the_broker_message_limit(
     await stage.handle(records(config.topics.input, events))
     values = [v for t, _, v, _ in sends.sent if t == config.topics.runs_by_tier]
     assert len(values) > 1
-    assert all(v is not None and len(v) <= 64 * 1024 - MESSAGE_OVERHEAD_BYTES for v in values)
+    limit = config.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+    assert all(v is not None and len(v) <= limit for v in values)
     runs = [r["run_id"] for v in values for r in json.loads(v)["runs"]]  # type: ignore[arg-type]
     assert runs == [f"r{i:04d}" for i in range(1000)]
