@@ -132,13 +132,20 @@ def falls(reference: float, smallest: float) -> tuple[float, float, float]:
     )
 
 
+def odds_ratios(design: DropDesign) -> tuple[float, ...]:
+    """The falls as odds ratios: what each fall of the design is at a pass rate of 1/2 (0.43,
+    0.14 and 0.07 for a smallest fall of 0.2)."""
+    return tuple((0.5 - d) / (0.5 + d) for d in falls(0.5, design.smallest_fall))
+
+
 def pass_bets(reference: float, design: DropDesign) -> tuple[float, ...]:
-    """Lam of each fall for pass/fail runs: the Bernoulli likelihood ratio of m - d against m."""
+    """Lam of each fall for pass/fail runs: the Bernoulli likelihood ratio of the odds of
+    passing times R against the reference m, `R^y / (1 - m (1 - R))`, written `1 + lam (m -
+    y)` (lam = (1 - R) / (1 - m (1 - R))). Steiner et al. (2000): a subtest that nearly always
+    passes costs little, where a fall of fixed points from it would cost each pass dearly."""
     if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
         return ()
-    variance = reference * (1 - reference)
-    a, b, c = falls(reference, design.smallest_fall)
-    return (a / variance, b / variance, c / variance)
+    return tuple((1 - r) / (1 - reference * (1 - r)) for r in odds_ratios(design))
 
 
 def score_bets(reference: float, variance: float, design: DropDesign) -> tuple[float, ...]:
@@ -426,8 +433,8 @@ def _moved(
 ) -> list[float]:
     """One detector's statistics after a run that fell `shortfall` below its reference: each
     fall's e-value 1 + lam * shortfall, into R <- (1 + R) e."""
-    if not lams:  # a reference at 0 cannot fall: nothing to watch
-        return [0.0] * len(FALLS)
+    if not lams:  # a stratum whose reference cannot fall tells nothing: the run is skipped
+        return list(evidence[start : start + len(FALLS)])
     out = []
     for k, lam in enumerate(lams):
         r = (1.0 + evidence[start + k]) * max(1.0 + lam * shortfall, 0.0)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS, DropDesign, falls
+from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS, odds_ratios
 from stream_app.core.window import WindowEntry
 
 LOG_UNIT: Final = 2**32
@@ -40,12 +40,6 @@ MAX_FEED_BYTES: Final = MAX_FEED_NAME_BYTES + MAX_STRATA * 130 + MAX_SUITES * 12
 
 Evidence = tuple[int, ...]
 """A run's evidence: log e per pass/fail fall and per score tilt, in LOG_UNIT fixed point."""
-
-
-def odds_ratios(design: DropDesign) -> tuple[float, ...]:
-    """The pass/fail falls as odds ratios: what each fall of the design is at a pass rate of 1/2
-    (0.43, 0.14 and 0.07 for a smallest fall of 0.2)."""
-    return tuple((0.5 - d) / (0.5 + d) for d in falls(0.5, design.smallest_fall))
 
 
 def tilted(score: float, lam: float) -> int:
