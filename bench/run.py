@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import platform
 import re
@@ -283,6 +284,8 @@ def worker_settings(broker: Broker, name: str) -> Settings:
             "aggregates": f"{name}-aggregates",
             "grade_changes": f"{name}-grade-changes",
             "cross_tier": f"{name}-cross-tier",
+            "suite_runs": f"{name}-suite-runs",
+            "suites": f"{name}-suites",
         },
     )
 
@@ -307,6 +310,8 @@ class Worker(WorkerProcess):
                 "EVALSTREAM_TOPICS__AGGREGATES": t.aggregates,
                 "EVALSTREAM_TOPICS__GRADE_CHANGES": t.grade_changes,
                 "EVALSTREAM_TOPICS__CROSS_TIER": t.cross_tier,
+                "EVALSTREAM_TOPICS__SUITE_RUNS": t.suite_runs,
+                "EVALSTREAM_TOPICS__SUITES": t.suites,
             },
         )
         self.settings = settings
@@ -360,16 +365,16 @@ def evalstream_round(broker: Broker, count: int, workdir: Path, name: str) -> Wo
     worker = Worker(broker, workdir, settings)
     try:
         worker.wait_ready(timeout=120)  # its topics exist; its progress is read from the broker
-        worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+        worker.wait_committed([TOPIC, settings.topics.runs_by_tier, settings.topics.suite_runs])
     except BaseException:
         worker.stop(timeout=30)
         raise
     return worker
 
 
-async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float:
-    """Seconds from the first record of `first_topic` to the last record of `last_topic`, by the
-    records' own timestamps (set when they were produced)."""
+async def topic_span(bootstrap: str, first_topic: str, *last_topics: str) -> float:
+    """Seconds from the first record of `first_topic` to the last record of any of
+    `last_topics`, by the records' own timestamps (set when they were produced)."""
 
     async def edges(topic: str) -> tuple[int, int]:
         async with groupless_consumer({"bootstrap_servers": bootstrap}) as consumer:
@@ -390,7 +395,7 @@ async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float
             return low, high
 
     first, _ = await edges(first_topic)
-    _, last = await edges(last_topic)
+    last = max([(await edges(topic))[1] for topic in last_topics])
     return (last - first) / 1000
 
 
@@ -455,6 +460,17 @@ while not stop.is_set():
     time.sleep(0.01)
 print(" ".join(str(t) for t in times))
 """
+
+
+def stage_seconds(worker: Worker) -> dict[str, float]:
+    """Seconds each stage of the worker spent on its events so far (its processing histogram's
+    sums, read once the round is measured)."""
+    samples = worker.metrics(timeout=30)
+    return {
+        dict(keys)["stage"]: value
+        for (name, keys), value in samples.items()
+        if name == "evalstream_processing_seconds_sum"
+    }
 
 
 def scrape_once(url: str) -> int:
@@ -607,6 +623,16 @@ def write_markdown(results: dict[str, Any]) -> None:
         )
     table = "\n".join(rows)
     extra = ""
+    if results.get("stages"):
+        stages = results["stages"][-1]
+        total = math.fsum(stages.values())
+        shares = ", ".join(
+            f"{name} {seconds:.1f} s ({seconds / total:.0%})" for name, seconds in stages.items()
+        )
+        extra += f"""
+The worker's time per hop in the last round (its `evalstream_processing_seconds` sums, batches'
+time including the wait for the broker's acknowledgements): {shares}.
+"""
     if "latency" in results:
         lat = results["latency"]
         extra += f"""
@@ -811,8 +837,11 @@ def race(
                         last = None
                     last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
                     t = last.settings.topics
-                    span = asyncio.run(topic_span(bootstrap, t.runs_by_tier, t.aggregates))
+                    span = asyncio.run(
+                        topic_span(bootstrap, t.runs_by_tier, t.aggregates, t.suites)
+                    )
                     figures = {"events": args.events, "seconds": span}
+                    results.setdefault("stages", []).append(stage_seconds(last))
                     if r < args.rounds - 1:  # idle, it would still poll during the others
                         last.stop(timeout=30)
                         last = None
@@ -850,7 +879,7 @@ def extras(worker: Worker, broker: Broker, args: Any, results: dict[str, Any]) -
             n = min(chunk, soak - i)
             batch = events(n, seed=1000 + i, start=datetime(2028, 1, 1, tzinfo=UTC))
             asyncio.run(produce(settings, batch, progress=None, create_topics=False))
-            worker.wait_committed([TOPIC, settings.topics.runs_by_tier])
+            worker.wait_committed([TOPIC, settings.topics.runs_by_tier, settings.topics.suite_runs])
         processed += soak
     late, peak = worker.rss_mib()  # the same 280 windows as `early`, many more events
     results["rss_mib"] = {

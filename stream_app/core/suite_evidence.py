@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS, odds_ratios
+from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS
 from stream_app.core.window import WindowEntry
 
 LOG_UNIT: Final = 2**32

@@ -155,6 +155,9 @@ class SuiteState:
         self._sparse: dict[int, list[float]] = {}
         self._sparse_from: int | None = None
         """The first end day whose sparse statistics are out of date (None: none)."""
+        self._mine: set[str] = set(self.shares)
+        """The experiments whose share and day sums this state may change in place (a copy
+        shares the others' with the state it was made from)."""
         self._rebuild()
 
     # Runs in and out.
@@ -162,9 +165,7 @@ class SuiteState:
     def add(self, experiment: str, run: SuiteRun) -> bool:
         """Count one run of `experiment`; False for a repeat. The state after any set of runs is
         the same in every order of the experiments (each experiment's own order kept)."""
-        share = self.shares.get(experiment)
-        if share is None:
-            share = self.shares[experiment] = ExperimentShare()
+        share = self._own(experiment)
         if not share.takes(run):
             return False
         hour = run.completed_at_us // HOUR_US
@@ -183,11 +184,24 @@ class SuiteState:
             self._day_changed(experiment, hour // 24, run.evidence)
         return True
 
+    def _own(self, experiment: str) -> ExperimentShare:
+        """The experiment's share, this state's own to change (copied if shared)."""
+        share = self.shares.get(experiment)
+        if share is None or experiment not in self._mine:
+            share = share.copy() if share is not None else ExperimentShare()
+            self.shares[experiment] = share
+            days = self.days.get(experiment)
+            if days is not None:
+                self.days[experiment] = {d: list(v) for d, v in days.items()}
+            self._mine.add(experiment)
+        return share
+
     def remove(self, experiment: str) -> bool:
         """Retire an experiment: its share goes, and the statistics are made again without it.
         False when it had none."""
         if self.shares.pop(experiment, None) is None:
             return False
+        self._mine.discard(experiment)
         self._rebuild()
         return True
 
@@ -198,9 +212,7 @@ class SuiteState:
         self.top = hour
         first, top_day = self._first_day(), hour // 24
         self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
-        for days in self.days.values():
-            for day in [d for d in days if d < first]:
-                del days[day]
+        self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
         pairs = {(j, t): v for (j, t), v in self.pairs.items() if j >= first}
         for t in range(first if last is None else max(last + 1, first), top_day + 1):
             for j in range(first, t + 1):
@@ -225,12 +237,20 @@ class SuiteState:
         assert self.top is not None
         first = self._first_day()
         for t in range(day, self.top // 24 + 1):
-            for j in range(first, day + 1):
-                new = _since(days, j, t)
+            since = _since(days, day + 1, t)  # the evidence since j, j going down from `day`
+            moved: list[int] = []
+            for j in range(day, first - 1, -1):
+                values = days.get(j)
+                if values is not None or not moved:  # else since j is since j + 1: no new sum
+                    if values is not None:
+                        _accumulate(since, values)
+                    moved = [
+                        _term(v) - _term(v - d) if d else 0
+                        for v, d in zip(since, delta, strict=True)
+                    ]
                 pair = self.pairs[(j, t)]
-                for i, d in enumerate(delta):
-                    if d:
-                        pair[i] += _term(new[i]) - _term(new[i] - d)
+                for i, m in enumerate(moved):
+                    pair[i] += m
         if self._sparse_from is None or day < self._sparse_from:
             self._sparse_from = day
 
@@ -337,10 +357,10 @@ class SuiteState:
     def copy(self) -> SuiteState:
         """An independent copy, so that a batch can go back to the state before it."""
         out = SuiteState.__new__(SuiteState)
-        out.shares = {name: share.copy() for name, share in self.shares.items()}
+        out.shares, out.days = dict(self.shares), dict(self.days)  # shared until changed
+        out._mine, self._mine = set(), set()
         out.top = self.top
         out.pooled = {h: list(v) for h, v in self.pooled.items()}
-        out.days = {e: {d: list(v) for d, v in b.items()} for e, b in self.days.items()}
         out.pairs = {k: list(v) for k, v in self.pairs.items()}
         out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
         out._sparse, out._sparse_from = dict(self._sparse), self._sparse_from

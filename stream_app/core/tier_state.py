@@ -22,10 +22,11 @@ from stream_app.core.drop_detector import (
     MAX_STRATUM_CHARS,
     DropDesign,
     DropState,
+    odds_ratios,
 )
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
-from stream_app.core.suite_evidence import MAX_FEED_BYTES, SuiteFeed, odds_ratios
+from stream_app.core.suite_evidence import MAX_FEED_BYTES, SuiteFeed
 from stream_app.core.suite_message import SuiteRun
 from stream_app.core.totals import Totals
 from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us

@@ -309,12 +309,30 @@ def test_a_subtest_seen_for_the_first_time_is_no_evidence() -> None:
         state, _ = state.observe(passed, score, DESIGN, "00")
     assert state.monitoring(DESIGN)
     evidence = state.evidence
-    for _i in range(STRATUM_RUNS):
+    for i in range(STRATUM_RUNS):
         seen, page = state.observe_run(0.0, 0.0, "new", DESIGN)
         assert seen.evidence == evidence
         assert page is None
-        state, _ = state.observe(0.0, 0.0, DESIGN, "new")
+        state, _ = state.observe(float(i % 2), 0.5, DESIGN, "new")
     assert state.observe_run(0.0, 0.0, "new", DESIGN)[0].evidence != evidence
+
+
+def test_a_subtest_that_cannot_fall_leaves_the_evidence_as_it_is() -> None:
+    """Runs of a subtest that never passed tell nothing of a fall: the tier's statistic is left
+    as it is, not started again (which would hide a fall of the other subtests)."""
+    rnd = random.Random(13)
+    state = DropState()
+    for _, passed, score in harness_order(rnd, [0.9], 1, 300):
+        state, _ = state.observe(passed, score, DESIGN, "00")
+    for _ in range(20):
+        state, _ = state.observe(0.0, 0.0, DESIGN, "never")
+    for _ in range(5):  # the fall shows in "00"
+        state, _ = state.observe(0.0, 0.1, DESIGN, "00")
+    evidence = state.evidence
+    assert max(evidence[:3]) > 1
+    for _ in range(3):
+        state, _ = state.observe(0.0, 0.0, DESIGN, "never")
+    assert state.evidence[:3] == evidence[:3]
 
 
 def test_strata_are_bounded() -> None:

@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from stream_app.core.config import CoreConfig
-from stream_app.core.drop_detector import MAX_STRATA
+from stream_app.core.drop_detector import MAX_STRATA, odds_ratios
 from stream_app.core.suite_evidence import (
     LOG_UNIT,
     MAX_SUITES,
@@ -20,7 +20,6 @@ from stream_app.core.suite_evidence import (
     SubtestHistory,
     SuiteFeed,
     incarnation,
-    odds_ratios,
 )
 from stream_app.core.window import WindowEntry
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_app.core.config import CoreConfig
-from stream_app.core.suite_evidence import SIZE, SuiteFeed, odds_ratios
+from stream_app.core.drop_detector import odds_ratios
+from stream_app.core.suite_evidence import SIZE, SuiteFeed
 from stream_app.core.suite_message import SuiteRun
 from stream_app.core.suite_state import (
     HOUR_US,
@@ -210,3 +211,28 @@ def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:
     change(data)
     with pytest.raises(ValueError, match="share"):
         ExperimentShare.from_state(data)
+
+
+def test_a_copy_and_its_original_change_apart() -> None:
+    """A copy shares the shares it did not change with its original (copy-on-write): runs added
+    to either, or an experiment removed, leave the other as it was."""
+    streams = streams_of(9, 4, 6, fall_on=None)
+    state = suite_of(streams, random.Random(0))
+    before = state.to_state()
+    copy = state.copy()
+    more = [
+        SuiteRun(name, runs[-1].epoch, 100 + k, runs[-1].completed_at_us, (2**31,) * SIZE)
+        for k, (name, runs) in enumerate(streams)
+    ]
+    for run in more:
+        assert copy.add(run.experiment_id, run)
+    assert copy.remove("task-01")
+    assert state.to_state() == before
+    same(state, SuiteState({n: s.copy() for n, s in state.shares.items()}))
+    for run in more[:2]:
+        assert state.add(run.experiment_id, run)
+    assert copy.shares["task-02"].seq == 102
+    assert state.shares["task-02"].seq < 100
+    assert "task-01" in state.shares
+    assert "task-01" not in copy.shares
+    same(copy, SuiteState({n: s.copy() for n, s in copy.shares.items()}))
