@@ -16,6 +16,8 @@ from schemas.query_api import (
     ExperimentDetail,
     ExperimentList,
     ExperimentSummary,
+    SuiteDetail,
+    SuiteList,
     TierSummary,
 )
 from schemas.replay_report import IgnoredCounts, ReplayRejection, ReplayReport, RetiredExperiment
@@ -29,6 +31,8 @@ from schemas.run_completed import (
     TokenUsage,
 )
 from schemas.run_metrics import RunMetrics
+from schemas.suite_runs import SuiteRunsMessage
+from schemas.suites import SuiteDrop, SuiteTier
 
 __all__ = [
     "ApiError",
@@ -59,6 +63,11 @@ __all__ = [
     "RunMetrics",
     "SemanticClosenessMetrics",
     "Statistics",
+    "SuiteDetail",
+    "SuiteDrop",
+    "SuiteList",
+    "SuiteRunsMessage",
+    "SuiteTier",
     "TestCounts",
     "TierAggregate",
     "TierName",

@@ -115,14 +115,17 @@ class Replay:
         if not retiring:
             return
         gone = set(retiring)
+        changed: set[tuple[str, str]] = set()
         for key in [k for k in self.tiers if split_tier_key(k)[0] in gone]:
             experiment_id, tier = split_tier_key(key)
             for suite in self.tiers[key].feed.suites:  # its share of each suite it fed goes
                 state = self.suites.get((suite, tier))
                 if state is not None and state.remove(experiment_id):
-                    self._suite_changed((suite, tier), None)
+                    changed.add((suite, tier))
             del self.tiers[key]
             self.latest.pop(key, None)
+        for suite_tier_key in sorted(changed):
+            self._suite_changed(suite_tier_key, None)
         at = from_epoch_us(self.clock_us)
         self.retired += [RetiredExperiment(experiment_id=e, at=at) for e in retiring]
 

@@ -158,13 +158,16 @@ class SuiteState:
         self._mine: set[str] = set(self.shares)
         """The experiments whose share and day sums this state may change in place (a copy
         shares the others' with the state it was made from)."""
-        self._rebuild()
+        self._stale = True
+        """The statistics' inputs must be made again from the shares (after a removal: once
+        however many experiments a batch retires)."""
 
     # Runs in and out.
 
     def add(self, experiment: str, run: SuiteRun) -> bool:
         """Count one run of `experiment`; False for a repeat. The state after any set of runs is
         the same in every order of the experiments (each experiment's own order kept)."""
+        self._fresh()
         share = self._own(experiment)
         if not share.takes(run):
             return False
@@ -197,13 +200,17 @@ class SuiteState:
         return share
 
     def remove(self, experiment: str) -> bool:
-        """Retire an experiment: its share goes, and the statistics are made again without it.
-        False when it had none."""
+        """Retire an experiment: its share goes, and the statistics are made again without it
+        (when next needed). False when it had none."""
         if self.shares.pop(experiment, None) is None:
             return False
         self._mine.discard(experiment)
-        self._rebuild()
+        self._stale = True
         return True
+
+    def _fresh(self) -> None:
+        if self._stale:
+            self._rebuild()
 
     def _advance(self, hour: int) -> None:
         """The newest hour moves to `hour`: the window slides. The sparse terms of the new end
@@ -263,6 +270,7 @@ class SuiteState:
 
     def _rebuild(self) -> None:
         """Everything the statistics need, made again from the shares."""
+        self._stale = False
         newest = [s.newest for s in self.shares.values() if s.newest is not None]
         self.top = max(newest) if newest else None
         self.pooled, self.days, self.pairs = {}, {}, {}
@@ -280,17 +288,24 @@ class SuiteState:
             self.days[name] = days
         for t in range(first, top_day + 1):
             for j in range(first, t + 1):
-                pair = [0] * SIZE
-                for days in self.days.values():
-                    for i, v in enumerate(_since(days, j, t)):
-                        if v:
-                            pair[i] += _term(v)
-                self.pairs[(j, t)] = pair
+                self.pairs[(j, t)] = [0] * SIZE
+        for days in self.days.values():
+            for t in range(first, top_day + 1):
+                since, terms = [0] * SIZE, [0] * SIZE
+                for j in range(t, first - 1, -1):  # its terms change only on a day of its own
+                    on_day = days.get(j)
+                    if on_day is not None:
+                        _accumulate(since, on_day)
+                        terms = [_term(v) if v else 0 for v in since]
+                    pair = self.pairs[(j, t)]
+                    for i, term in enumerate(terms):
+                        pair[i] += term
 
     # The statistics.
 
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
+        self._fresh()
         pooled_threshold = design.threshold / POOLED_SHARE
         sparse_threshold = design.threshold / (1 - POOLED_SHARE)
         pooled = self._pooled_statistics(pooled_threshold)
@@ -356,7 +371,10 @@ class SuiteState:
 
     def copy(self) -> SuiteState:
         """An independent copy, so that a batch can go back to the state before it."""
+        if self._stale:
+            return SuiteState({name: share.copy() for name, share in self.shares.items()})
         out = SuiteState.__new__(SuiteState)
+        out._stale = False
         out.shares, out.days = dict(self.shares), dict(self.days)  # shared until changed
         out._mine, self._mine = set(), set()
         out.top = self.top

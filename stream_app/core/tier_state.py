@@ -253,6 +253,17 @@ class TierState:
         return cls(experiment_id, tier, window, grade, touched, totals=totals, drop=drop, feed=feed)
 
 
+def suites_fed(raw: bytes) -> tuple[str, ...]:
+    """The suites a stored tier state's runs went to, read without loading the whole state (at
+    retirement, for thousands of tiers at once); () when it says none or cannot be read."""
+    try:
+        feed = json.loads(raw)["feed"]
+        suites = SuiteFeed.from_state(feed).suites
+    except Exception:
+        return ()
+    return suites
+
+
 GRADES: Final = ("A", "B", "C", "D", "F")
 _MIN_US: Final = to_epoch_us(MIN_UTC)
 _MAX_US: Final = to_epoch_us(MAX_UTC)

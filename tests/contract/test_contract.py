@@ -192,7 +192,11 @@ def test_exported_json_schemas_are_current() -> None:
         "backtest-report.schema.json",
         "api-experiment-list.schema.json",
         "api-experiment.schema.json",
+        "api-suite-list.schema.json",
+        "api-suite.schema.json",
         "api-error.schema.json",
+        "suite-runs.schema.json",
+        "suite-tier.schema.json",
         "semantic-closeness-metrics.schema.json",
         "functional-correctness-metrics.schema.json",
     }
@@ -214,3 +218,33 @@ def test_json_schema_describes_the_contract() -> None:
     aggregate = json.loads(render()["tier-aggregate.schema.json"])
     mean = aggregate["$defs"]["Statistics"]["properties"]["mean"]
     assert {"type": "string", "enum": ["Infinity"]} in mean["anyOf"]
+
+
+def test_every_suite_message_written_is_one_of_its_contract() -> None:
+    """The suite hop's messages are written compactly by the core (no model on the hot path):
+    each bundle and retirement validates against `SuiteRunsMessage`, and reads back."""
+    from schemas.suite_runs import SuiteRunsMessage
+    from stream_app.core.suite_message import SuiteMessage, SuiteRun, bundles
+
+    runs = [
+        SuiteRun(
+            f"exp \u00e9/{k % 3}",
+            2**62 + k,
+            k + 1,
+            1_700_000_000_000_000 + k,
+            (-(2**40), 0, k, 1, 2, 3),
+        )
+        for k in range(400)
+    ]
+    written = [
+        *bundles("agent", "T1", runs, 8 * 1024),
+        SuiteMessage("agent", "T1", retired=("a", "b")).to_json(),
+    ]
+    assert len(written) > 2
+    read = []
+    for raw in written:
+        assert len(raw) <= 8 * 1024
+        model = SuiteRunsMessage.model_validate_json(raw)
+        assert (model.suite, model.tier) == ("agent", "T1")
+        read += SuiteMessage.from_json(raw).runs
+    assert read == runs

@@ -19,7 +19,7 @@ from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.suite_message import SuiteRun
-from stream_app.core.tier_state import TierState, fold_runs
+from stream_app.core.tier_state import TierState, fold_runs, suites_fed
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
@@ -206,14 +206,12 @@ class WindowsStage(TableStage[TierState]):
             return retired
 
     def _suites_of(self, key: bytes) -> tuple[str, ...]:
-        """The suites a stored tier's runs went to (none when its state cannot be loaded: its
-        shares then leave their suites with their window)."""
-        raw = self.table.get(key)
-        try:
-            state = self.cache.use(key) or self.load(key.decode(), raw or b"")
-        except Exception:
-            return ()
-        return state.feed.suites
+        """The suites a stored tier's runs went to, read from its record alone (none when it
+        cannot be read: its shares then stay in their suites until those retire them)."""
+        state = self.cache.use(key)
+        if state is not None:
+            return state.feed.suites
+        return suites_fed(self.table.get(key) or b"")
 
     async def _retire(self, now_us: int) -> list[str]:
         """A tombstone for each tier of each idle experiment on the aggregates topic (the
