@@ -25,6 +25,6 @@ class SuiteTier(BaseModel):
 
     suite: str
     tier: str
-    experiments: int = Field(description="Experiments whose runs it counts.")
-    runs: int = Field(description="Runs counted (each run of a calibrated subtest, once).")
+    experiments: int = Field(description="Experiments with a share of it (until they retire).")
+    runs: int = Field(description="Runs counted, each once (a repeat is dropped).")
     drop: SuiteDrop

@@ -6,10 +6,12 @@ message limit."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
+from schemas.common import TIER_PATTERN
 from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
 
 VERSION: Final = 2
@@ -18,6 +20,7 @@ estimated reference: it is still read, its run counted with no evidence."""
 MAX_EVIDENCE_UNITS: Final = 1000 * LOG_UNIT
 """No run's log evidence is as large as 1000 nats: a message claiming more is not a run's."""
 _LIMIT: Final = 2**63
+_TIER: Final = re.compile(TIER_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +39,16 @@ class SuiteRun:
         return [self.experiment_id, self.epoch, self.seq, self.completed_at_us, list(self.evidence)]
 
     @classmethod
-    def of_row(cls, row: Any) -> SuiteRun:
-        """`row`'s inverse; raises ValueError when it is not one."""
+    def of_row(cls, row: Any, first: int = 1) -> SuiteRun:
+        """`row`'s inverse; raises ValueError when it is not one. `first`: the least incarnation
+        and sequence (version 1 runs have incarnation 0)."""
         if not isinstance(row, list) or len(row) != 5:
             raise ValueError("a suite run is [experiment, incarnation, sequence, time, evidence]")
         experiment_id, epoch, seq, at, evidence = row
-        if not isinstance(experiment_id, str) or not experiment_id:
+        if not _name(experiment_id):
             raise ValueError("a suite run needs its experiment")
-        if not all(_count(v) for v in (epoch, seq, at)):
-            raise ValueError("a suite run's incarnation, sequence and time are integers >= 0")
+        if not (_count(epoch, first) and _count(seq, 1) and _count(at, 0)):
+            raise ValueError("a suite run's incarnation, sequence and time are integers in range")
         if not isinstance(evidence, list) or len(evidence) != SIZE:
             raise ValueError(f"a suite run needs {SIZE} pieces of evidence")
         if not all(_integer(v) and abs(v) <= MAX_EVIDENCE_UNITS for v in evidence):
@@ -89,36 +93,53 @@ class SuiteMessage:
     def from_json(cls, raw: bytes) -> SuiteMessage:
         """`to_json`'s message (or a version 1 run); raises ValueError (or TypeError) when it is
         not one."""
-        data = json.loads(raw)
+        try:
+            data = json.loads(raw)
+        except RecursionError:
+            raise ValueError("a suite message nested too deep") from None
         if isinstance(data, list):
             return _version_1(data)
-        if not isinstance(data, dict) or data.get("v") != VERSION:
+        if not isinstance(data, dict) or type(data.get("v")) is not int or data["v"] != VERSION:
             raise ValueError("not a suite message of version 2")
         if not set(data) <= {"v", "suite", "tier", "runs", "retired"}:
             raise ValueError("a suite message has unknown fields")
         suite, tier = data.get("suite"), data.get("tier")
-        if not (isinstance(suite, str) and suite and isinstance(tier, str) and tier):
+        if not (_name(suite) and isinstance(tier, str) and _TIER.match(tier)):
             raise ValueError("a suite message needs its suite and tier")
         rows, retired = data.get("runs", []), data.get("retired", [])
         if not isinstance(rows, list) or not isinstance(retired, list):
             raise ValueError("a suite message's runs and retirements are lists")
-        if not all(isinstance(e, str) and e for e in retired):
+        if not all(_name(e) for e in retired):
             raise ValueError("a suite message retires experiments by name")
-        return cls(suite, tier, tuple(map(SuiteRun.of_row, rows)), tuple(retired))
+        runs = tuple(SuiteRun.of_row(row) for row in rows)
+        return cls(suite, tier, runs, tuple(retired))
 
 
 def bundles(suite: str, tier: str, runs: Sequence[SuiteRun], limit: int) -> Iterator[bytes]:
     """`runs` of one suite tier in as few messages as fit `limit` bytes, in their order."""
-    head = len(SuiteMessage(suite, tier).to_json()) + len(',"runs":[]')
+    sizes = [len(_dumps(run.row())) for run in runs]
+    for start, end in _parts(len(SuiteMessage(suite, tier).to_json()) + 10, sizes, limit):
+        yield SuiteMessage(suite, tier, tuple(runs[start:end])).to_json()
+
+
+def retirements(suite: str, tier: str, experiments: Sequence[str], limit: int) -> Iterator[bytes]:
+    """Experiments retired from one suite tier in as few messages as fit `limit` bytes."""
+    sizes = [len(_dumps(e)) for e in experiments]
+    for start, end in _parts(len(SuiteMessage(suite, tier).to_json()) + 13, sizes, limit):
+        yield SuiteMessage(suite, tier, retired=tuple(experiments[start:end])).to_json()
+
+
+def _parts(head: int, sizes: Sequence[int], limit: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of consecutive items whose sizes (plus a comma each) fit `limit` with
+    `head`; an item too large alone travels alone."""
     size, start = head, 0
-    for i, run in enumerate(runs):
-        row = len(_dumps(run.row())) + 1
-        if i > start and size + row > limit:
-            yield SuiteMessage(suite, tier, tuple(runs[start:i])).to_json()
+    for i, item in enumerate(sizes):
+        if i > start and size + item + 1 > limit:
+            yield start, i
             size, start = head, i
-        size += row
-    if start < len(runs):
-        yield SuiteMessage(suite, tier, tuple(runs[start:])).to_json()
+        size += item + 1
+    if start < len(sizes):
+        yield start, len(sizes)
 
 
 def _version_1(data: list[Any]) -> SuiteMessage:
@@ -126,9 +147,9 @@ def _version_1(data: list[Any]) -> SuiteMessage:
     if len(data) != 6:
         raise ValueError("a suite run of version 1 has six fields")
     suite, tier, experiment_id, seq, at, _ = data
-    if not all(isinstance(v, str) and v for v in (suite, tier)):
+    if not (_name(suite) and isinstance(tier, str) and _TIER.match(tier)):
         raise ValueError("a suite run needs its suite and tier")
-    run = SuiteRun.of_row([experiment_id, 0, seq, at, [0] * SIZE])
+    run = SuiteRun.of_row([experiment_id, 0, seq, at, [0] * SIZE], first=0)
     return SuiteMessage(suite, tier, (run,))
 
 
@@ -140,5 +161,17 @@ def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _count(value: Any) -> bool:
-    return _integer(value) and 0 <= value < _LIMIT
+def _count(value: Any, least: int) -> bool:
+    return _integer(value) and least <= value < _LIMIT
+
+
+def _name(value: Any) -> TypeGuard[str]:
+    """A name of 1 to 200 characters that UTF-8 can write (a lone surrogate cannot: it would
+    stop the stage that keys a record by it)."""
+    if not isinstance(value, str) or not 0 < len(value) <= 200:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -20,7 +20,7 @@ from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
 from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
-from stream_app.core.suite_message import Retirement, SuiteItem, SuiteRun
+from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, Retirement, SuiteItem, SuiteRun
 
 HOUR_US: Final = 3_600_000_000
 WINDOW_DAYS: Final = 14
@@ -39,38 +39,36 @@ not taken for a new one."""
 COMPONENTS: Final = ((0, len(FALLS)), (len(FALLS), SIZE))
 """Each detector's components of a run's evidence: pass/fail falls, then score tilts."""
 _MAX_LOG: Final = 700.0
+_LIMIT: Final = 2**63
 
 
 @dataclass(slots=True)
 class ExperimentShare:
     """One experiment's share of its suite's tier, the suite table's record: its tier's
     incarnation and the last sequence taken from it (a repeat is dropped), its runs, and their
-    evidence per hour, within WINDOW_HOURS of its newest."""
+    evidence per hour, within WINDOW_HOURS of its newest (`newest`: kept, not stored)."""
 
     epoch: int = 0
     retired: tuple[int, ...] = ()
     seq: int = 0
     runs: int = 0
     hours: dict[int, list[int]] = field(default_factory=dict)
+    newest: int | None = field(default=None, compare=False)
 
     def takes(self, run: SuiteRun) -> bool:
         """Whether `run` is new (then it is counted): a later sequence of the current
         incarnation, or the first of a new one; False for a repeat or an earlier incarnation's."""
         if run.epoch in self.retired:
             return False
-        if run.epoch == self.epoch:
-            if run.seq <= self.seq:
-                return False
-        elif self.runs:
-            self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
+        if self.runs or self.seq:  # a history: this is a repeat, a later run or a new incarnation
+            if run.epoch == self.epoch:
+                if run.seq <= self.seq:
+                    return False
+            else:
+                self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
         self.epoch, self.seq = run.epoch, run.seq
         self.runs += 1
         return True
-
-    @property
-    def newest(self) -> int | None:
-        """The hour of its newest evidence."""
-        return max(self.hours) if self.hours else None
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able (keys in a fixed order)."""
@@ -84,33 +82,38 @@ class ExperimentShare:
 
     @classmethod
     def from_state(cls, data: Any) -> ExperimentShare:
-        """Load `to_state`'s output; raises ValueError when it is not one."""
+        """Load `to_state`'s output; raises ValueError when it is not one some runs make."""
         if not isinstance(data, dict) or set(data) != {"e", "r", "q", "n", "h"}:
             raise ValueError("not an experiment's share of a suite")
         epoch, retired, seq, runs, rows = (data[k] for k in ("e", "r", "q", "n", "h"))
-        if not all(_count(v, 2**63) for v in (epoch, seq, runs)):
+        if not all(_count(v, _LIMIT - 1) for v in (epoch, seq, runs)):
             raise ValueError("suite share has a bad incarnation, sequence or run count")
         if (
             not isinstance(retired, list)
             or len(retired) > MAX_RETIRED_EPOCHS
-            or not all(_count(v, 2**63) for v in retired)
+            or not all(_count(v, _LIMIT - 1) for v in retired)
+            or len(set(retired)) != len(retired)
+            or epoch in retired
         ):
             raise ValueError("suite share has bad earlier incarnations")
         if not isinstance(rows, list) or len(rows) > min(runs, WINDOW_HOURS):
             raise ValueError("suite share has more hours than runs or its window")
+        most = runs * MAX_EVIDENCE_UNITS  # each run's log evidence is at most that, either way
         hours: dict[int, list[int]] = {}
         for row in rows:
             if (
                 not isinstance(row, list)
                 or len(row) != SIZE + 1
                 or not all(_integer(v) for v in row)
+                or not 0 <= row[0] < _LIMIT // HOUR_US
                 or row[0] in hours
+                or not all(abs(v) <= most for v in row[1:])
             ):
                 raise ValueError("suite share has a bad hour")
             hours[row[0]] = list(row[1:])
         if hours and max(hours) - min(hours) >= WINDOW_HOURS:
             raise ValueError("suite share has hours outside its window")
-        return cls(epoch, tuple(retired), seq, runs, hours)
+        return cls(epoch, tuple(retired), seq, runs, hours, max(hours) if hours else None)
 
     def copy(self) -> ExperimentShare:
         """An independent copy."""
@@ -120,6 +123,7 @@ class ExperimentShare:
             self.seq,
             self.runs,
             {h: list(v) for h, v in self.hours.items()},
+            self.newest,
         )
 
 
@@ -138,13 +142,20 @@ class SuiteStatus:
 class SuiteState:
     """One `(suite, tier)`: every experiment's share, and what the statistics need of them,
     kept up to date run by run: the shares' evidence per hour summed, each experiment's per
-    day, and the sparse detector's terms per (change day, end day), all within the window."""
+    day, and the sparse detector's terms per (change day, end day), all within the window.
+
+    The window ends at the suite's clock, `top`: the newest hour of the experiment second
+    most recent (none with fewer than two), so that no single experiment's clock, a run dated
+    years ahead say, moves the window away from the others'."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
         self.top: int | None = None
-        """The newest hour with evidence of any experiment."""
+        self.leader: tuple[int, str] | None = None
+        """The newest hour of any experiment, and that experiment."""
         self.pooled: dict[int, list[int]] = {}
+        self.cells: dict[int, int] = {}
+        """How many experiments have evidence at each hour of `pooled`."""
         self.days: dict[str, dict[int, list[int]]] = {}
         self.pairs: dict[tuple[int, int], list[int]] = {}
         self._hours: list[int] = []
@@ -155,6 +166,8 @@ class SuiteState:
         self._sparse: dict[int, list[float]] = {}
         self._sparse_from: int | None = None
         """The first end day whose sparse statistics are out of date (None: none)."""
+        self._cap: float | None = None
+        """The cap the cached statistics were made with."""
         self._mine: set[str] = set(self.shares)
         """The experiments whose share and day sums this state may change in place (a copy
         shares the others' with the state it was made from)."""
@@ -176,15 +189,22 @@ class SuiteState:
         if newest is not None and hour <= newest - WINDOW_HOURS:
             return True  # counted; its evidence is older than its experiment's window
         if newest is None or hour > newest:  # the share keeps its own window
-            for old in [h for h in share.hours if h <= hour - WINDOW_HOURS]:
-                del share.hours[old]  # outside the suite's window too: its top is >= hour
-        if self.top is None or hour > self.top:
-            self._advance(hour)
+            for old in sorted(h for h in share.hours if h <= hour - WINDOW_HOURS):
+                values = share.hours.pop(old)
+                if self._in_window(old):  # a leader's, behind the suite's clock: it leaves
+                    self._evidence(experiment, old, [-v for v in values])
+                    self._day_left(experiment, share, old // 24)
+                    self.cells[old] -= 1
+                    if not self.cells[old]:
+                        del self.cells[old], self.pooled[old]
+                        self._r_valid = None
+            share.newest = hour
+            self._clock(experiment, hour)
+        if self._in_window(hour) and hour not in share.hours:
+            self.cells[hour] = self.cells.get(hour, 0) + 1
         _accumulate(share.hours.setdefault(hour, [0] * SIZE), run.evidence)
         if self._in_window(hour):
-            _accumulate(self.pooled.setdefault(hour, [0] * SIZE), run.evidence)
-            self._hour_changed(hour)
-            self._day_changed(experiment, hour // 24, run.evidence)
+            self._evidence(experiment, hour, run.evidence)
         return True
 
     def _own(self, experiment: str) -> ExperimentShare:
@@ -199,6 +219,24 @@ class SuiteState:
             self._mine.add(experiment)
         return share
 
+    def _clock(self, experiment: str, newest: int) -> None:
+        """An experiment's newest hour moved to `newest`: the leader, and the suite's clock
+        (the second newest hour), which may move the window."""
+        if self.leader is None:
+            self.leader = (newest, experiment)
+            return
+        hour, leader = self.leader
+        if leader == experiment:
+            self.leader = (newest, experiment)
+            return
+        second = newest
+        if newest > hour or (newest == hour and experiment > leader):
+            self.leader, second = (newest, experiment), hour
+        if self.top is None:
+            self._rebuild()  # a second experiment: the first window
+        elif second > self.top:
+            self._advance(second)
+
     def remove(self, experiment: str) -> bool:
         """Retire an experiment: its share goes, and the statistics are made again without it
         (when next needed). False when it had none."""
@@ -212,21 +250,47 @@ class SuiteState:
         if self._stale:
             self._rebuild()
 
-    def _advance(self, hour: int) -> None:
-        """The newest hour moves to `hour`: the window slides. The sparse terms of the new end
-        days are those of the last one: no experiment has evidence after it yet."""
-        last = None if self.top is None else self.top // 24
-        self.top = hour
-        first, top_day = self._first_day(), hour // 24
+    def _advance(self, top: int) -> None:
+        """The suite's clock moves to `top`: the window slides. The sparse terms of the new end
+        days start as those of the last one; then the evidence of the experiments already past
+        the old clock (the leader) comes in."""
+        assert self.top is not None
+        old = self.top
+        last = old // 24
+        self.top = top
+        first, top_day = self._first_day(), top // 24
         self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
+        self.cells = {h: n for h, n in self.cells.items() if self._in_window(h)}
         self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
         pairs = {(j, t): v for (j, t), v in self.pairs.items() if j >= first}
-        for t in range(first if last is None else max(last + 1, first), top_day + 1):
+        for t in range(max(last + 1, first), top_day + 1):
             for j in range(first, t + 1):
-                earlier = pairs.get((j, last)) if last is not None and j <= last else None
+                earlier = pairs.get((j, last)) if j <= last else None
                 pairs[(j, t)] = list(earlier) if earlier is not None else [0] * SIZE
         self.pairs = pairs
         self._r_valid, self._sparse, self._sparse_from = None, {}, first
+        for name, share in list(self.shares.items()):
+            if share.newest is not None and share.newest > old:
+                for hour in sorted(h for h in share.hours if old < h <= top):
+                    self.cells[hour] = self.cells.get(hour, 0) + 1
+                    self._evidence(self._mine_or_copy(name), hour, share.hours[hour])
+
+    def _mine_or_copy(self, experiment: str) -> str:
+        """`experiment`, its day sums this state's own to change."""
+        self._own(experiment)
+        return experiment
+
+    def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
+        """Evidence of `experiment` at `hour` (in the window) into the statistics' inputs."""
+        _accumulate(self.pooled.setdefault(hour, [0] * SIZE), values)
+        self._hour_changed(hour)
+        self._day_changed(experiment, hour // 24, values)
+
+    def _day_left(self, experiment: str, share: ExperimentShare, day: int) -> None:
+        """The experiment has no evidence left on `day` in the window: the day goes from its
+        sums (it no longer counts as running there)."""
+        if not any(h // 24 == day and self._in_window(h) for h in share.hours):
+            self.days.get(experiment, {}).pop(day, None)
 
     def _hour_changed(self, hour: int) -> None:
         if self._r_valid is None:
@@ -239,10 +303,12 @@ class SuiteState:
     def _day_changed(self, experiment: str, day: int, delta: Evidence | list[int]) -> None:
         """An experiment's evidence on `day` (in the window) moved by `delta`: its day sum, and
         the sparse terms of every (change day, end day) around it."""
-        days = self.days.setdefault(experiment, {})
-        _accumulate(days.setdefault(day, [0] * SIZE), delta)
         assert self.top is not None
         first = self._first_day()
+        if day < first:  # the window's first, partial day: hours for the pooled detector only
+            return
+        days = self.days.setdefault(experiment, {})
+        _accumulate(days.setdefault(day, [0] * SIZE), delta)
         for t in range(day, self.top // 24 + 1):
             since = _since(days, day + 1, t)  # the evidence since j, j going down from `day`
             moved: list[int] = []
@@ -266,14 +332,15 @@ class SuiteState:
         return self.top // 24 - WINDOW_DAYS + 1
 
     def _in_window(self, hour: int) -> bool:
-        return self.top is not None and hour > self.top - WINDOW_HOURS
+        return self.top is not None and self.top - WINDOW_HOURS < hour <= self.top
 
     def _rebuild(self) -> None:
         """Everything the statistics need, made again from the shares."""
         self._stale = False
-        newest = [s.newest for s in self.shares.values() if s.newest is not None]
-        self.top = max(newest) if newest else None
-        self.pooled, self.days, self.pairs = {}, {}, {}
+        clocks = sorted((s.newest, n) for n, s in self.shares.items() if s.newest is not None)
+        self.leader = clocks[-1] if clocks else None
+        self.top = clocks[-2][0] if len(clocks) > 1 else None
+        self.pooled, self.cells, self.days, self.pairs = {}, {}, {}, {}
         self._r_valid, self._sparse, self._sparse_from = None, {}, None
         if self.top is None:
             return
@@ -284,7 +351,9 @@ class SuiteState:
             for hour, values in share.hours.items():
                 if self._in_window(hour):
                     _accumulate(self.pooled.setdefault(hour, [0] * SIZE), values)
-                    _accumulate(days.setdefault(hour // 24, [0] * SIZE), values)
+                    self.cells[hour] = self.cells.get(hour, 0) + 1
+                    if hour // 24 >= first:
+                        _accumulate(days.setdefault(hour // 24, [0] * SIZE), values)
             self.days[name] = days
         for t in range(first, top_day + 1):
             for j in range(first, t + 1):
@@ -308,9 +377,12 @@ class SuiteState:
         self._fresh()
         pooled_threshold = design.threshold / POOLED_SHARE
         sparse_threshold = design.threshold / (1 - POOLED_SHARE)
+        cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
+        if cap != self._cap:
+            self._cap, self._r_valid, self._sparse_from = cap, None, self._start()
         pooled = self._pooled_statistics(pooled_threshold)
         sparse = self._sparse_statistics(sparse_threshold)
-        watched = sum(1 for s in self.shares.values() if self._in_window(s.newest or -WINDOW_HOURS))
+        watched = sum(1 for days in self.days.values() if days)  # runs in the window
         dropped = watched >= MIN_EXPERIMENTS and any(
             any(_mix(r, d) >= pooled_threshold for r in pooled)
             or any(_mix(s, d) >= sparse_threshold for s in sparse)
@@ -328,6 +400,9 @@ class SuiteState:
         }
         runs = sum(s.runs for s in self.shares.values())  # ints
         return SuiteStatus(dropped, evidence, len(self.shares), runs)
+
+    def _start(self) -> int | None:
+        return None if self.top is None else self._first_day()
 
     def _pooled_statistics(self, threshold: float) -> list[list[float]]:
         """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
@@ -374,11 +449,12 @@ class SuiteState:
         if self._stale:
             return SuiteState({name: share.copy() for name, share in self.shares.items()})
         out = SuiteState.__new__(SuiteState)
-        out._stale = False
+        out._stale, out._cap = False, self._cap
         out.shares, out.days = dict(self.shares), dict(self.days)  # shared until changed
         out._mine, self._mine = set(), set()
-        out.top = self.top
+        out.top, out.leader = self.top, self.leader
         out.pooled = {h: list(v) for h, v in self.pooled.items()}
+        out.cells = dict(self.cells)
         out.pairs = {k: list(v) for k, v in self.pairs.items()}
         out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
         out._sparse, out._sparse_from = dict(self._sparse), self._sparse_from

@@ -159,7 +159,8 @@ class TierState:
         before = self.totals, self.drop, self.feed
         self.totals, self.drop, self.feed = self.totals.add(entry), drop, feed
         suite_run = None
-        if entry.suite:  # a run as stored before suites (tests make them) feeds none
+        if entry.suite in feed.suites:  # not for a run of a suite beyond the MAX_SUITES a tier
+            # remembers (none could retire this experiment from it), nor one without a suite
             suite_run = SuiteRun(
                 self.experiment_id, feed.epoch, self.totals.runs, entry.completed_at_us, evidence
             )

@@ -15,7 +15,7 @@ from schemas.run_bundle import BUNDLE_MAX_BYTES, bundle_runs
 from schemas.suites import SuiteTier
 from stream_app.core.ingest import Rejection, error_text, make_dead_letter
 from stream_app.core.keys import suite_key, tier_key
-from stream_app.core.suite_message import SuiteMessage, SuiteRun, bundles
+from stream_app.core.suite_message import SuiteRun, bundles, retirements
 from stream_app.service.exporter import Exporter
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
@@ -110,11 +110,12 @@ class Outputs:
 
     async def retire_from_suite(self, suite: str, tier: str, experiments: list[str]) -> None:
         """Retired experiments' shares of a suite tier go (on the suite's partition, after their
-        runs)."""
+        runs; in as many messages as the broker's limit needs)."""
         key = suite_key(suite, tier).encode()
         partition = partition_for(suite, self.settings.partitions)
-        value = SuiteMessage(suite, tier, retired=tuple(experiments)).to_json()
-        await self.send(self.topics.suite_runs, key, value, partition)
+        limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        for value in retirements(suite, tier, experiments, limit):
+            await self.send(self.topics.suite_runs, key, value, partition)
 
     async def suite_tier(self, report: SuiteTier) -> None:
         """A suite's tier, on its suite's partition, and its gauges."""

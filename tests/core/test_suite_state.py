@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import odds_ratios
 from stream_app.core.suite_evidence import SIZE, SuiteFeed
-from stream_app.core.suite_message import SuiteRun
+from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, SuiteRun
 from stream_app.core.suite_state import (
     HOUR_US,
     WINDOW_HOURS,
@@ -107,6 +107,17 @@ def test_repeats_are_dropped_by_their_sequence() -> None:
     same(twice, once)
 
 
+def test_a_history_without_runs_keeps_its_incarnation_from_a_late_repeat() -> None:
+    """A share that has a sequence but no runs counted (its incarnation 0, version 1's): the
+    upgraded tier's first run is a new incarnation, and a late version-1 repeat after it is
+    dropped, not taken for another one (which would retire the upgraded tier's)."""
+    share = ExperimentShare(seq=5)
+    assert share.takes(SuiteRun("e", 33, 6, 0, (0,) * SIZE))
+    assert not share.takes(SuiteRun("e", 0, 5, 0, (0,) * SIZE))
+    assert share.takes(SuiteRun("e", 33, 7, 0, (0,) * SIZE))
+    assert (share.epoch, share.retired, share.runs) == (33, (0,), 2)
+
+
 def test_a_new_incarnation_is_taken_and_a_late_repeat_of_an_old_one_is_not() -> None:
     share = ExperimentShare()
     first = [SuiteRun("e", 11, seq, seq * HOUR_US, (0,) * SIZE) for seq in (1, 2, 3)]
@@ -179,13 +190,15 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
         if t % 25 == 0:
             assert not state.status(DESIGN).dropped
     assert state.status(DESIGN).experiments == 40
-    # one experiment whose runs all fail: its own tier's business, not its suite's
+    # one experiment whose runs all fail: its own tier's business, not its suite's; the
+    # suite's clock is its second newest experiment's, so there is no window yet
     alone = SuiteState()
     for k in range(300):
         alone.add("solo", SuiteRun("solo", 1, k + 1, k * HOUR_US, (10 * 2**32,) * SIZE))
     status = alone.status(DESIGN)
     assert not status.dropped
-    assert status.evidence["pass_rate"] == 1.0
+    assert status.evidence == {"pass_rate": 0.0, "score": 0.0}
+    assert alone.top is None
 
 
 @pytest.mark.parametrize(
@@ -198,6 +211,12 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
         lambda d: d["h"].append([d["h"][0][0] + WINDOW_HOURS, *d["h"][0][1:]]),
         lambda d: d["h"][0].append(1),
         lambda d: d.update(extra=1),
+        lambda d: d.update(r=[d["e"]]),  # its own incarnation retired: every run would drop
+        lambda d: d.update(r=[5, 5]),
+        lambda d: d["h"][0].__setitem__(1, 10**320),  # beyond any run's evidence
+        lambda d: d["h"][0].__setitem__(1, (d["n"] + 1) * MAX_EVIDENCE_UNITS),
+        lambda d: d["h"][0].__setitem__(0, -1),
+        lambda d: d["h"][0].__setitem__(0, 2**63 // HOUR_US),
     ],
 )
 def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:
@@ -264,3 +283,22 @@ def test_retiring_many_experiments_at_once_makes_the_statistics_again_once(
     )
     assert rebuilds <= 2
     assert folded.results["s/T1"].experiments == 1
+
+
+def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
+    """The suite's clock is its second newest experiment's: a run dated a year ahead (a wrong
+    clock) leaves the window where the other experiments are, and their regression pages."""
+    streams = streams_of(5, 40, 22, fall_on=20)
+    state = SuiteState()
+    future = SuiteRun("task-00", streams[0][1][0].epoch, 10_000, 400 * DAY_US, (0,) * SIZE)
+    state.add("task-00", future)
+    runs = sorted((r for _, s in streams for r in s), key=lambda r: r.completed_at_us)
+    paged = False
+    for run in runs:
+        state.add(run.experiment_id, run)
+        paged = paged or state.status(DESIGN).dropped
+    assert paged
+    assert state.leader is not None
+    assert state.leader[0] == 400 * 24
+    assert state.top is not None
+    assert state.top < 22 * 24

@@ -45,24 +45,21 @@ async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
     assert {stage.partition_of(k) for k in table} == {partition_for("agent", config.partitions)}
 
 
-async def test_a_record_of_the_format_before_shares_migrates_and_keeps_its_sequences() -> None:
-    """A state written before per-experiment records loads: nothing is quarantined, its
-    experiments' sequences still drop a repeat, and its key is replaced by theirs."""
+async def test_a_record_of_the_format_before_shares_is_replaced_not_quarantined() -> None:
+    """A state written before per-experiment records loads: nothing is quarantined, its key is
+    deleted (its evidence was measured against estimated references), and the suite tier starts
+    afresh with the next runs."""
     stage, sends, table = stage_with()
     config = stage.settings
     old = {"seen": {"a": 5, "b": 2}, "hours": [], "days": {}, "runs": 7, "top": None}
     table[b"agent/T1"] = json.dumps(old).encode()
     await stage.on_recover(set(range(config.partitions)))
     assert not sends.to(config.topics.dead_letter)
-    assert b"agent/T1" not in table
+    assert not table
+    assert sends.tombstones(config.topics.suites) == [b"agent/T1"]
+    await stage.handle(records(config.topics.suite_runs, [message("a", 1), message("b", 1)]))
     assert set(table) == {record_key("agent/T1", "a"), record_key("agent/T1", "b")}
-    old_run = SuiteRun("a", 0, 5, HOUR_US, (0,) * SIZE)  # a repeat from before the upgrade
-    await stage.handle(
-        records(config.topics.suite_runs, [SuiteMessage("agent", "T1", (old_run,)).to_json()])
-    )
-    assert json.loads(table[record_key("agent/T1", "a")])["n"] == 0
-    await stage.handle(records(config.topics.suite_runs, [message("a", 1)]))  # its tier, upgraded
-    assert json.loads(table[record_key("agent/T1", "a")])["n"] == 1
+    assert sends.to(config.topics.suites)[-1]["runs"] == 2
 
 
 async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
@@ -77,6 +74,27 @@ async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
     assert letter["reason"] == "state_error"
     assert record_key("agent/T1", "b") not in table
     assert sends.to(config.topics.suites)[-1]["experiments"] == 1  # a, without b
+
+
+async def test_a_quarantine_the_batch_changes_nothing_of_is_published_all_the_same() -> None:
+    """The batch that finds a bad record may bring only repeats (nothing to fold): the suite
+    tier is published again without it, or withdrawn when it was the only one."""
+    stage, sends, table = stage_with()
+    config = stage.settings
+    topic = config.topics.suite_runs
+    await stage.handle(
+        records(topic, [message("a", 1), message("b", 1), message("c", 1, suite="x")])
+    )
+    table[record_key("agent/T1", "b")] = b"[]"
+    table[record_key("x/T1", "c")] = b"{}"
+    stage.drop_cache()
+    nothing = SuiteMessage("x", "T1", retired=("unknown",)).to_json()
+    await stage.handle(records(topic, [message("a", 1), nothing]))  # a repeat; no change
+    assert len(sends.to(config.topics.dead_letter)) == 2
+    assert sends.to(config.topics.suites)[-1]["experiments"] == 1
+    assert ("agent", "T1") in stage.exporter.suites.suites
+    assert b"x/T1" in sends.tombstones(config.topics.suites)
+    assert ("x", "T1") not in stage.exporter.suites.suites
 
 
 async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
@@ -120,3 +138,18 @@ async def test_a_message_that_is_not_one_is_dead_lettered() -> None:
     await stage.handle(records(config.topics.suite_runs, [*bad, message("a", 1)]))
     assert len(sends.to(config.topics.dead_letter)) == len(bad)
     assert set(table) == {record_key("agent/T1", "a")}
+
+
+async def test_retiring_thousands_of_long_named_experiments_fits_the_broker() -> None:
+    """A retirement is split like runs: every message below the broker's limit."""
+    from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
+
+    stage, sends, _ = stage_with()
+    names = [f"{k:04d}" + "\x01" * 196 for k in range(2000)]  # 1,200 bytes each as JSON
+    await stage.outputs.retire_from_suite("agent", "T1", names)
+    sent = [v for t, _, v, _ in sends.sent if t == stage.settings.topics.suite_runs]
+    limit = stage.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+    assert len(sent) > 1
+    assert all(v is not None and len(v) <= limit for v in sent)
+    retired = [e for v in sent if v is not None for e in SuiteMessage.from_json(v).retired]
+    assert retired == names

@@ -4,9 +4,9 @@ is a function of the set of runs (core.suite_state), so it still equals `replay`
 
 The table keeps one record per experiment of a suite tier (its share), so that a suite of any
 size fits the broker's message limit; a suite tier is made from its records when first needed.
-A record that cannot be loaded is quarantined alone, and a record of the one-record-per-suite
-format before this one is migrated: its experiments' sequences are kept (a repeat still drops),
-its evidence, measured against estimated references, is not."""
+A record that cannot be loaded is quarantined alone, and its suite tier published again without
+it. A record of the one-record-per-suite format before this one is replaced: its evidence was
+measured against estimated references, and the suite tier starts afresh."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from schemas.suites import SuiteTier
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, suite_key
 from stream_app.core.suite_message import SuiteItem, SuiteMessage
@@ -46,20 +47,11 @@ def parse_record_key(raw: bytes) -> tuple[str, str | None]:
     return text, None
 
 
-def migrated(raw: bytes) -> dict[str, ExperimentShare]:
-    """The shares of a record of the format before shares: each experiment's sequence (of the
-    incarnation 0, as its tier wrote them), no runs or evidence. Raises ValueError when it is not
-    one."""
+def check_legacy(raw: bytes) -> None:
+    """Raise ValueError unless `raw` is a record of the format before shares."""
     data: Any = json.loads(raw)
     if not isinstance(data, dict) or set(data) != {"seen", "hours", "days", "runs", "top"}:
         raise ValueError("not a suite state")
-    seen = data["seen"]
-    if not isinstance(seen, dict) or not all(
-        isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-        for k, v in seen.items()
-    ):
-        raise ValueError("suite state has bad sequences")
-    return {experiment: ExperimentShare(seq=seq) for experiment, seq in seen.items()}
 
 
 class SuitesStage(TableStage[SuiteState]):
@@ -72,6 +64,9 @@ class SuitesStage(TableStage[SuiteState]):
         super().__init__(*args, **kwargs)
         self.index: dict[str, set[bytes]] | None = None
         """The table keys of every suite tier's records (None: to be read from the table)."""
+        self.purged: set[str] = set()
+        """Suite tiers whose records were quarantined or replaced since they were last published:
+        published again (or withdrawn) whatever the batch did to them."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -106,29 +101,26 @@ class SuitesStage(TableStage[SuiteState]):
 
     async def _made(self, key: str) -> SuiteState | None:
         """A suite tier made from its records: one that cannot be loaded is quarantined, one of
-        the format before shares migrated (after the shares, which it does not overwrite)."""
+        the format before shares deleted (its suite tier starts afresh)."""
         shares: dict[str, ExperimentShare] = {}
         keys = self._index().get(key, set())
-        records = [(parse_record_key(k)[1], k) for k in keys]
-        for experiment, raw_key in sorted(records, key=lambda r: (r[0] is None, r[1])):
+        for raw_key in sorted(keys):
             raw = self.table.get(raw_key)
             if raw is None:
                 continue
+            experiment = parse_record_key(raw_key)[1]
             try:
-                if experiment is not None:
+                if experiment is None:
+                    check_legacy(raw)
+                else:
                     shares[experiment] = ExperimentShare.from_state(json.loads(raw))
                     continue
-                old = migrated(raw)
             except Exception as exc:
                 await self.quarantine(raw_key, exc)
-                keys.discard(raw_key)
-                continue
-            for name, share in old.items():
-                if name not in shares:
-                    shares[name] = share
-                    await self._put(key, name, share)
-            await self.table.delete(raw_key)
+            else:
+                await self.table.delete(raw_key)
             keys.discard(raw_key)
+            self.purged.add(key)
         return SuiteState(shares) if shares else None
 
     async def _put(self, key: str, experiment: str, share: ExperimentShare | None) -> None:
@@ -164,13 +156,24 @@ class SuitesStage(TableStage[SuiteState]):
             changed = sorted({e for _, e in folded.steps[key] if e is not None})
             for experiment in changed:
                 await self._put(key, experiment, state.shares.get(experiment))
-            if state.shares:
-                self.cache[key.encode()] = state
-                await self.outputs.suite_tier(folded.results[key])
-            else:
-                self.cache.pop(key.encode(), None)
-                await self.outputs.retire_suite_tier(*split_tier_key(key))
+            await self._publish(key, state if state.shares else None, folded.results[key])
+        for key in sorted(self.purged):  # a quarantine the fold did not change
+            purged = made.get(key)
+            await self._publish(key, purged, None if purged is None else self._report(key, purged))
         return len(batch)
+
+    def _report(self, key: str, state: SuiteState) -> SuiteTier:
+        return suite_tier(*split_tier_key(key), state, self.settings.drop_design)
+
+    async def _publish(self, key: str, state: SuiteState | None, report: SuiteTier | None) -> None:
+        """A suite tier's report and gauges, or its withdrawal when it has no experiment left."""
+        self.purged.discard(key)
+        if state is None or report is None or not state.shares:
+            self.cache.pop(key.encode(), None)
+            await self.outputs.retire_suite_tier(*split_tier_key(key))
+            return
+        self.cache[key.encode()] = state
+        await self.outputs.suite_tier(report)
 
     async def _recover(self, owned: set[int]) -> int:
         """Make every owned suite tier from its records and re-publish it."""
@@ -181,13 +184,8 @@ class SuitesStage(TableStage[SuiteState]):
         count = 0
         for key in sorted(keys):
             state = await self._made(key)
-            if state is None:
-                await self.outputs.retire_suite_tier(*split_tier_key(key))
-                continue
-            self.cache[key.encode()] = state
-            report = suite_tier(*split_tier_key(key), state, self.settings.drop_design)
-            await self.outputs.suite_tier(report)
-            count += 1
+            await self._publish(key, state, None if state is None else self._report(key, state))
+            count += state is not None
         return count
 
     def _owns(self, raw_key: bytes, owned: set[int]) -> bool:
