@@ -10,6 +10,9 @@ scrape them.
   named scenario's collapse to 15 % passes; a fall from 85 % to 30 % passes, scores untouched;
   judge scores only, pass rate unchanged): TierDropped fires for that tier exactly when its first
   scrape shows it dropped (no `for:`), well within 5 minutes, and no page fires for anything else.
+- `suite-drop`: 3½ hours of a suite of 12 experiments (one run a minute each, T1), every one of
+  them regressing at 2:00 (odds of passing x 0.33): SuiteTierDropped fires when the first
+  completed hour of the regression shows the suite dropped, and no tier pages before the end.
 
 Each group's input series are only those the alert rules read: `evalstream_tier_dropped` of every
 tier and `up`, and for the tier an alert is expected for, the series its annotations read.
@@ -37,6 +40,7 @@ from stream_app.core.replay import Page, Replay
 from stream_app.core.window import to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
 from stream_app.service.aggregate_collector import experiment_lines, tier_lines
+from stream_app.service.exporter import SuiteCollector
 from stream_app.synthetic import SPREAD, TIERS, Drop, Profile, scenario, synthetic_lines
 
 OUT = Path(__file__).parent / "tests" / "scenarios.test.yml"
@@ -494,6 +498,199 @@ def _is(i: int, drop: Drop) -> bool:
     )
 
 
+SUITE = "agent-nightly"
+SUITE_EXPERIMENTS = 12
+
+
+def suite_lines(seed: int, duration_s: int, begins_s: int) -> list[bytes]:
+    """A suite of SUITE_EXPERIMENTS experiments, tier T1, one run a minute each (a second
+    apart), base pass rates Beta(7, 3); from `begins_s` every one regresses (odds x 0.33)."""
+    import random
+
+    rnd = random.Random(seed)
+    rates = [rnd.betavariate(7, 3) for _ in range(SUITE_EXPERIMENTS)]
+    out = []
+    for minute in range(duration_s // 60):
+        for e, base in enumerate(rates):
+            at = START + timedelta(seconds=60 * minute + e)
+            p = base if 60 * minute < begins_s else base * 0.33 / (1 - base + base * 0.33)
+            passed = rnd.random() < p
+            score = min(1.0, max(0.0, rnd.gauss(0.9, 0.05) if passed else rnd.gauss(0.35, 0.15)))
+            event = {
+                "schema_version": 1,
+                "run_id": f"suite-{e:02d}/T1/{minute:05d}",
+                "experiment_id": f"suite-{e:02d}",
+                "tier": "T1",
+                "model": "claude-haiku-4-5",
+                "suite": SUITE,
+                "subtest": "00",
+                "passed": passed,
+                "judgment": {"summary": {"weighted_score": round(score, 4)}},
+                "tokens": {"input": 10, "output": 100, "cache_creation": 0, "cache_read": 0},
+                "cost_usd": 0.01,
+                "started_at": (at - timedelta(seconds=20)).isoformat(),
+                "completed_at": at.isoformat(),
+            }
+            out.append(json.dumps(event).encode())
+    return out
+
+
+def suite_scrape(duration_s: int, begins_s: int, *, seed: int) -> tuple[Scraped, int | None]:
+    """The suite replayed through the core; at every scrape, the suite tier's gauges as the
+    worker's exporter renders them and every tier's `evalstream_tier_dropped`. Also the first
+    scrape that shows the suite dropped."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    replay = Replay(CoreConfig(), now_us=to_epoch_us(START + timedelta(days=1)))
+    events = iter(enumerate(suite_lines(seed, duration_s, begins_s), start=1))
+    pending: tuple[int, bytes] | None = None
+    scrapes = duration_s // SCRAPE_S + 1
+    series: dict[str, list[str | None]] = {}
+    dropped_at: int | None = None
+    for k in range(scrapes):
+        now = START + timedelta(seconds=k * SCRAPE_S)
+        while True:
+            pending = pending or next(events, None)
+            if pending is None or _completed(pending[1]) > now:
+                break
+            replay.feed(pending[1], pending[0])
+            pending = None
+        tiers = replay.aggregates()  # folds the pending runs, their suites' too
+        collector = SuiteCollector()
+        for report in replay.suite_tiers():
+            collector.suites[(report.suite, report.tier)] = _suite_entry(report)
+            if dropped_at is None and report.drop.dropped:
+                dropped_at = k * SCRAPE_S
+        registry = CollectorRegistry()
+        registry.register(collector)
+        rendered = [generate_latest(registry).decode()]
+        rendered += [
+            line for agg in tiers for line in tier_lines(agg) if "evalstream_tier_dropped{" in line
+        ]
+        for family in rendered:
+            for line in family.splitlines():
+                match = LINE.match(line)
+                if match:
+                    key = _key(match["name"], match["labels"])
+                    series.setdefault(key, [None] * scrapes)[k] = match["value"]
+    series[f"up{{{INSTANCE}}}"] = ["1"] * scrapes
+    return Scraped(series, scrapes, list(replay.pages), 0.0, None, None), dropped_at
+
+
+def _suite_entry(report: Any) -> Any:
+    from stream_app.service.exporter import SuiteEntry
+
+    return SuiteEntry(
+        report.drop.dropped,
+        tuple(report.drop.evidence.items()),
+        report.experiments,
+        report.runs,
+        report.model_dump_json().encode(),
+    )
+
+
+def suite_alert(scraped: Scraped, at_s: int) -> dict[str, Any]:
+    """SuiteTierDropped for the suite's T1 as its annotations read the input series at `at_s`."""
+    labels = f'suite="{SUITE}",tier="T1"'
+    at = [
+        d
+        for d in DETECTORS
+        if (
+            scraped.value("evalstream_suite_drop_evidence_ratio", f'detector="{d}",{labels}', at_s)
+            or 0.0
+        )
+        >= 1
+    ]
+    which = " and ".join(at)
+    experiments = scraped.value("evalstream_suite_experiments", labels, at_s)
+    runs = scraped.value("evalstream_suite_runs", labels, at_s)
+    evidence = (
+        f"the evidence of its {which} detector{'s' if len(at) > 1 else ''} is at the threshold"
+        if at
+        else "a detector reached its threshold within its windows and has eased since"
+    )
+    return {
+        "exp_labels": {"severity": "page", "suite": SUITE, "tier": "T1"},
+        "exp_annotations": {
+            "summary": f"suite {SUITE} dropped at T1"
+            + (f" ({which} evidence at its threshold)" if at else ""),
+            "description": (
+                f"The runs of suite {SUITE} at tier T1, over its {experiments:.0f} experiments "
+                f"({runs:.0f} runs counted), fell together, each run against its own subtest's "
+                f"history: {evidence}. Noise alone paged no suite in the simulated harness "
+                "traffic (docs/statistics.md); a change of the agent itself, its model or its "
+                "prompt, does this."
+            ),
+            "runbook_url": f"{RUNBOOKS}#runbook-suitetierdropped",
+        },
+    }
+
+
+def suite_group() -> tuple[dict[str, Any], str]:
+    """3½ hours of a suite regressing at 2:00: SuiteTierDropped fires at the first scrape that
+    shows it dropped, and nothing else pages."""
+    duration, begins = 12_600, 7_200
+    scraped, seen = suite_scrape(duration, begins, seed=20)
+    pages = scraped.pages
+    if [(p.scope, p.suite, p.tier) for p in pages] != [("suite", SUITE, "T1")]:
+        raise SystemExit(f"suite-drop: the replay paged {pages}, not once for {SUITE}/T1")
+    if seen is None or seen - begins > 2 * 3600:
+        raise SystemExit(f"suite-drop: the suite was not flagged within 2 hours ({seen})")
+    labels = f'suite="{SUITE}",tier="T1"'
+    flags = scraped.series[_key("evalstream_suite_dropped", labels)][seen // SCRAPE_S :]
+    if set(flags) != {"1.0"}:
+        raise SystemExit("suite-drop: the suite tier did not stay dropped to the end")
+    page = pages[0]
+    run_minute = (page.line - 1) // SUITE_EXPERIMENTS
+    group = {
+        "interval": f"{SCRAPE_S}s",
+        "external_labels": {"runbook_base_url": RUNBOOKS},
+        "input_series": input_series(scraped),
+        "promql_expr_test": [
+            {  # the suite tier is the only one ever dropped, and the only page
+                "expr": (
+                    "max by (suite, tier) (max_over_time(evalstream_suite_dropped[3h30m])) == 1"
+                ),
+                "eval_time": clock(duration),
+                "exp_samples": [{"labels": f"{{{labels}}}", "value": 1}],
+            },
+            {
+                "expr": (
+                    "group by (alertname, suite, tier) "
+                    '(count_over_time(ALERTS{severity="page",alertstate="firing"}[3h30m]))'
+                ),
+                "eval_time": clock(duration),
+                "exp_samples": [
+                    {"labels": f'{{alertname="SuiteTierDropped",{labels}}}', "value": 1}
+                ],
+            },
+        ],
+        "alert_rule_test": [
+            *(
+                {"eval_time": clock(t), "alertname": "SuiteTierDropped", "exp_alerts": []}
+                for t in (*range(0, seen, 1800), seen - SCRAPE_S)
+            ),
+            *no_pages([*range(0, duration + 1, 1800)]),
+            *(
+                {
+                    "eval_time": clock(t),
+                    "alertname": "SuiteTierDropped",
+                    "exp_alerts": [suite_alert(scraped, t)],
+                }
+                for t in (seen, duration)
+            ),
+        ],
+    }
+    note = (
+        f"suite-drop: {SUITE_EXPERIMENTS} experiments of suite {SUITE} (T1, a run a minute each) "
+        f"regress together from {clock(begins)} (odds x 0.33); the suite's {page.detector} "
+        f"detector paged on the run of minute {run_minute} ({run_minute * 60 - begins} s after "
+        f"the regression began), when the first hour of it completed; the first scrape showing "
+        f"it is at {clock(seen)}, and SuiteTierDropped fires at that evaluation; no tier paged"
+    )
+    return group, note
+
+
 def render() -> str:
     """The test file's text."""
     import yaml
@@ -533,6 +730,7 @@ def render() -> str:
             f" to ~{score_drop.passed_score[0]}, pass rate unchanged ({percentage(own)})",
             seed=14,
         ),
+        suite_group(),
         strict=True,
     )
     head = "".join(f"# {note}\n" for note in notes)

@@ -270,8 +270,8 @@ class SuiteState:
         self.pairs = pairs
         self._r_valid, self._sparse, self._sparse_from = None, {}, first
         for name, share in list(self.shares.items()):
-            if share.newest is not None and share.newest > old:
-                for hour in sorted(h for h in share.hours if old < h <= top):
+            if share.newest is not None and share.newest >= old:
+                for hour in sorted(h for h in share.hours if h >= old and self._in_window(h)):
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     self._evidence(self._mine_or_copy(name), hour, share.hours[hour])
 
@@ -332,7 +332,9 @@ class SuiteState:
         return self.top // 24 - WINDOW_DAYS + 1
 
     def _in_window(self, hour: int) -> bool:
-        return self.top is not None and self.top - WINDOW_HOURS < hour <= self.top
+        """Whether `hour` is a completed hour of the window: the suite's clock's own hour is
+        still running, and comes in when the clock moves on."""
+        return self.top is not None and self.top - WINDOW_HOURS < hour < self.top
 
     def _rebuild(self) -> None:
         """Everything the statistics need, made again from the shares."""
@@ -383,16 +385,17 @@ class SuiteState:
         pooled = self._pooled_statistics(pooled_threshold)
         sparse = self._sparse_statistics(sparse_threshold)
         watched = sum(1 for days in self.days.values() if days)  # runs in the window
+        completed = sparse[:-1]  # the clock's day is still running, as its hour is
         dropped = watched >= MIN_EXPERIMENTS and any(
             any(_mix(r, d) >= pooled_threshold for r in pooled)
-            or any(_mix(s, d) >= sparse_threshold for s in sparse)
+            or any(_mix(s, d) >= sparse_threshold for s in completed)
             for d in range(len(DETECTORS))
         )
         evidence = {
             detector: round(
                 max(
                     _ratio(_mix(pooled[-1], d) if pooled else 0.0, pooled_threshold),
-                    _ratio(_mix(sparse[-1], d) if sparse else 0.0, sparse_threshold),
+                    _ratio(_mix(completed[-1], d) if completed else 0.0, sparse_threshold),
                 ),
                 6,
             )

@@ -30,9 +30,16 @@ Stream = tuple[str, list[SuiteRun]]
 
 
 def experiment_runs(
-    rnd: random.Random, experiment: str, nights: int, pass_rate: float, *, fall_on: int | None
+    rnd: random.Random,
+    experiment: str,
+    nights: int,
+    pass_rate: float,
+    *,
+    fall_on: int | None,
+    offset_s: int = 0,
 ) -> Stream:
-    """One experiment's runs in its own order, 5 a night, through its tier's suite feed."""
+    """One experiment's runs in its own order, 5 a night a minute apart from 01:00 and
+    `offset_s`, through its tier's suite feed."""
     feed, out = SuiteFeed(), []
     for night in range(nights):
         p = pass_rate
@@ -41,7 +48,7 @@ def experiment_runs(
         for k in range(5):
             passed = rnd.random() < p
             score = min(1.0, max(0.0, rnd.gauss(0.85 if passed else 0.3, 0.1)))
-            at = night * DAY_US + 3_600_000_000 + k * 60_000_000
+            at = night * DAY_US + 3_600_000_000 + (offset_s + k * 60) * 1_000_000
             run = WindowEntry(at, f"{experiment}/{night}/{k}", float(passed), score, 0, 0, 0, 0)
             feed, evidence = feed.observe(run, RATIOS)
             out.append(SuiteRun(experiment, feed.epoch, len(out) + 1, at, evidence))
@@ -49,9 +56,12 @@ def experiment_runs(
 
 
 def streams_of(seed: int, experiments: int, nights: int, fall_on: int | None) -> list[Stream]:
+    """Experiments run one after another through the night, ten minutes each."""
     rnd = random.Random(seed)
     return [
-        experiment_runs(rnd, f"task-{e:02d}", nights, rnd.betavariate(7, 3), fall_on=fall_on)
+        experiment_runs(
+            rnd, f"task-{e:02d}", nights, rnd.betavariate(7, 3), fall_on=fall_on, offset_s=600 * e
+        )
         for e in range(experiments)
     ]
 
