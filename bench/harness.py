@@ -508,7 +508,7 @@ def tuned() -> list[Row]:
 
 HELD_OUT: tuple[tuple[str, dict[str, Any]], ...] = (
     (
-        "base rates Beta(2, 1), drop on night 12 (young references)",
+        "base rates Beta(2, 1), drop on night 12 (young histories)",
         {"rates": "beta-2-1", "change": 12},
     ),
     (

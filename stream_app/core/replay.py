@@ -23,11 +23,14 @@ from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.suite_message import SuiteRun
-from stream_app.core.suite_state import SuiteState, suite_tier
+from stream_app.core.suite_state import HOUR_US, SuiteState, suite_tier
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
 
+SUITE_INCIDENT_US = HOUR_US
+"""A suite tier dropped again within an hour (of its runs' time) of last being dropped is the
+same incident: one page (SuiteTierDropped's `keep_firing_for: 1h`)."""
 CHUNK_RUNS = 100_000
 """Runs folded at once: each tier is aggregated once per chunk it appears in."""
 
@@ -64,7 +67,9 @@ class Replay:
         self.grade_changes: list[GradeChange] = []
         self.pages: list[Page] = []
         self.suites: dict[tuple[str, str], SuiteState] = {}
-        self.suites_dropped: set[tuple[str, str]] = set()
+        self.suites_dropped: dict[tuple[str, str], int] = {}
+        """Each suite tier dropped now, or within SUITE_INCIDENT_US before its last run: when
+        it was last seen dropped."""
         self._pending: list[tuple[str, WindowEntry]] = []
         self._pending_lines: list[int] = []
         self._pending_at: list[int] = []  # the clock when each pending run was read
@@ -170,21 +175,33 @@ class Replay:
             tier = split_tier_key(runs[index][0])[1]
             state = self.suites.setdefault((suite, tier), SuiteState())
             if state.add(run.experiment_id, run):
-                self._suite_changed((suite, tier), (lines[index], runs[index][1].run_id))
+                by = (lines[index], runs[index][1].run_id, run.completed_at_us)
+                self._suite_changed((suite, tier), by)
         self.pages.sort(key=lambda p: p.line)
 
-    def _suite_changed(self, key: tuple[str, str], by: tuple[int, str] | None) -> None:
-        """A suite tier looked at after a change (a run: its line and id; or a retirement): a
-        page when it turns dropped."""
+    def _suite_changed(self, key: tuple[str, str], by: tuple[int, str, int] | None) -> None:
+        """A suite tier looked at after a change (a run: its line, id and time; or a
+        retirement): a page when it turns dropped, unless it was dropped within the hour
+        before (the running hour's statistics can dip below a threshold and cross it again
+        as its runs come: SuiteTierDropped's `keep_firing_for` holds that as one alert)."""
         suite, tier = key
         status = self.suites[key].status(self.config.drop_design)
-        if status.dropped and key not in self.suites_dropped and by is not None:
-            detector = max(status.evidence, key=lambda d: status.evidence[d])
-            self.pages.append(Page(by[0], None, tier, by[1], detector, "suite", suite))
+        last = self.suites_dropped.get(key)
+        if by is None:  # a retirement: no run to page on; its time is the suite's newest
+            leader = self.suites[key].leader
+            if status.dropped and leader is not None:
+                self.suites_dropped.setdefault(key, (leader[0] + 1) * HOUR_US - 1)
+            elif not status.dropped:
+                self.suites_dropped.pop(key, None)
+            return
+        at = by[2]
         if status.dropped:
-            self.suites_dropped.add(key)
-        else:
-            self.suites_dropped.discard(key)
+            if last is None or at - last > SUITE_INCIDENT_US:
+                detector = max(status.evidence, key=lambda d: status.evidence[d])
+                self.pages.append(Page(by[0], None, tier, by[1], detector, "suite", suite))
+            self.suites_dropped[key] = max(at, last or 0)
+        elif last is not None and at - last > SUITE_INCIDENT_US:
+            del self.suites_dropped[key]
 
     def suite_tiers(self) -> list[SuiteTier]:
         """Every suite's tier, by suite then numeric tier."""

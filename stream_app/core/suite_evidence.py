@@ -129,7 +129,7 @@ class SuiteFeed:
         if not isinstance(data, dict) or set(data) != {"e", "s", "h"}:
             raise ValueError("not a suite feed")
         epoch, suites, rows = data["e"], data["s"], data["h"]
-        if not _count(epoch, 2**63) or not isinstance(suites, list) or len(suites) > MAX_SUITES:
+        if not _count(epoch, 2**63 - 1) or not isinstance(suites, list) or len(suites) > MAX_SUITES:
             raise ValueError("suite feed has a bad epoch or suites")
         if not all(isinstance(s, str) and 0 < len(s) <= MAX_SUITE_CHARS for s in suites):
             raise ValueError("suite feed has a bad suite name")

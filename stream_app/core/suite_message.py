@@ -1,6 +1,6 @@
 """What the windows hop tells the suite hop: a bundle of accepted runs of one `(suite, tier)`, each
 with its evidence and its place in its tier (incarnation and sequence: a repeat is dropped), or
-the experiments retired from it. One message per suite tier and batch, within the broker's
+the experiments retired from it. As few messages per suite tier and batch as fit the broker's
 message limit."""
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ HOUR_US: Final = 3_600_000_000
 WINDOW_DAYS: Final = 14
 """The detectors' window: change points in each of the last 14 days."""
 WINDOW_HOURS: Final = WINDOW_DAYS * 24
+AHEAD_HOURS: Final = 24
+"""How far past the suite's clock the window reaches: a night's tasks run one after another, so
+its newest experiment is up to a day ahead of the second newest; a run dated further ahead (a
+wrong clock) counts when a second experiment comes within a day of it."""
 POOLED_SHARE: Final = 0.75
 """The false-page budget's share of the pooled detector (every experiment fell, change points
 at every hour); the sparse one (some experiments fell, change points at every day) has the rest."""
@@ -130,8 +134,9 @@ class ExperimentShare:
 @dataclass(frozen=True, slots=True)
 class SuiteStatus:
     """What a suite's detectors show now: each detector's evidence ratio (log(1 + R) / log(1 +
-    threshold), the larger of its pooled and sparse statistics now), whether a page is in effect
-    (a threshold reached at any hour's or day's end in the window), its experiments and runs."""
+    threshold) of its pooled and its sparse statistic now, each against its own threshold, the
+    larger), whether a page is in effect (a threshold reached at any hour's or day's end in the
+    window), its experiments and runs."""
 
     dropped: bool
     evidence: dict[Detector, float]
@@ -142,11 +147,12 @@ class SuiteStatus:
 class SuiteState:
     """One `(suite, tier)`: every experiment's share, and what the statistics need of them,
     kept up to date run by run: the shares' evidence per hour summed, each experiment's per
-    day, and the sparse detector's terms per (change day, end day), all within the window.
+    day, and the sparse detector's terms per (end hour, change day), all within the window.
 
-    The window ends at the suite's clock, `top`: the newest hour of the experiment second
-    most recent (none with fewer than two), so that no single experiment's clock, a run dated
-    years ahead say, moves the window away from the others'."""
+    The window is the 14 days up to the suite's clock, `top`, and the day after it: the clock
+    is the newest hour of the experiment second most recent (none with fewer than two), so that
+    no single experiment's clock, a run dated years ahead say, moves the window away from the
+    others'."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
@@ -157,15 +163,22 @@ class SuiteState:
         self.cells: dict[int, int] = {}
         """How many experiments have evidence at each hour of `pooled`."""
         self.days: dict[str, dict[int, list[int]]] = {}
-        self.pairs: dict[tuple[int, int], list[int]] = {}
+        self.pairs: dict[int, dict[int, list[int]]] = {}
+        """For each end hour (an hour with evidence, on the window's whole days) and change
+        day j up to its day: the experiments' sparse terms of their evidence since j, summed."""
+        self._ends: list[int] = []
+        """The end hours, in order; `_s` each one's sparse statistics, `_s_valid` how many of
+        them are up to date."""
+        self._s: list[list[float]] = []
+        self._s_valid = 0
+        self._pending: dict[str, dict[int, list[int]]] = {}
+        """Evidence moved per experiment and hour since the sparse terms were last brought up
+        to date (`_flush`)."""
         self._hours: list[int] = []
         """The window's hours with evidence, in order; `_r` each one's statistics after it."""
         self._r: list[list[float]] = []
         self._r_valid: int | None = None
         """How many of `_r` are up to date (None: `_hours` too must be made again)."""
-        self._sparse: dict[int, list[float]] = {}
-        self._sparse_from: int | None = None
-        """The first end day whose sparse statistics are out of date (None: none)."""
         self._cap: float | None = None
         """The cap the cached statistics were made with."""
         self._mine: set[str] = set(self.shares)
@@ -198,6 +211,7 @@ class SuiteState:
                     if not self.cells[old]:
                         del self.cells[old], self.pooled[old]
                         self._r_valid = None
+                        self._end_left(old)
             share.newest = hour
             self._clock(experiment, hour)
         if self._in_window(hour) and hour not in share.hours:
@@ -251,27 +265,24 @@ class SuiteState:
             self._rebuild()
 
     def _advance(self, top: int) -> None:
-        """The suite's clock moves to `top`: the window slides. The sparse terms of the new end
-        days start as those of the last one; then the evidence of the experiments already past
-        the old clock (the leader) comes in."""
+        """The suite's clock moves to `top`: the window slides. What leaves it goes (change
+        days before its first whole day with it); then the evidence of the experiments already
+        past the old window's end (the leader) comes in."""
         assert self.top is not None
+        self._flush()
         old = self.top
-        last = old // 24
         self.top = top
-        first, top_day = self._first_day(), top // 24
+        first = self._first_day()
         self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
         self.cells = {h: n for h, n in self.cells.items() if self._in_window(h)}
         self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
-        pairs = {(j, t): v for (j, t), v in self.pairs.items() if j >= first}
-        for t in range(max(last + 1, first), top_day + 1):
-            for j in range(first, t + 1):
-                earlier = pairs.get((j, last)) if j <= last else None
-                pairs[(j, t)] = list(earlier) if earlier is not None else [0] * SIZE
-        self.pairs = pairs
-        self._r_valid, self._sparse, self._sparse_from = None, {}, first
+        self._ends = [h for h in self._ends if h // 24 >= first and self._in_window(h)]
+        self.pairs = {h: {j: v for j, v in self.pairs[h].items() if j >= first} for h in self._ends}
+        self._r_valid, self._s, self._s_valid = None, [], 0
+        end = old + AHEAD_HOURS  # the old window's last hour
         for name, share in list(self.shares.items()):
-            if share.newest is not None and share.newest >= old:
-                for hour in sorted(h for h in share.hours if h >= old and self._in_window(h)):
+            if share.newest is not None and share.newest > end:
+                for hour in sorted(h for h in share.hours if h > end and self._in_window(h)):
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     self._evidence(self._mine_or_copy(name), hour, share.hours[hour])
 
@@ -281,10 +292,11 @@ class SuiteState:
         return experiment
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
-        """Evidence of `experiment` at `hour` (in the window) into the statistics' inputs."""
+        """Evidence of `experiment` at `hour` (in the window, its share's cell already moved)
+        into the statistics' inputs."""
         _accumulate(self.pooled.setdefault(hour, [0] * SIZE), values)
         self._hour_changed(hour)
-        self._day_changed(experiment, hour // 24, values)
+        self._sparse_changed(experiment, hour, values)
 
     def _day_left(self, experiment: str, share: ExperimentShare, day: int) -> None:
         """The experiment has no evidence left on `day` in the window: the day goes from its
@@ -300,41 +312,97 @@ class SuiteState:
             self._hours.insert(i, hour)
         self._r_valid = min(self._r_valid, i)
 
-    def _day_changed(self, experiment: str, day: int, delta: Evidence | list[int]) -> None:
-        """An experiment's evidence on `day` (in the window) moved by `delta`: its day sum, and
-        the sparse terms of every (change day, end day) around it."""
+    def _sparse_changed(self, experiment: str, hour: int, delta: Evidence | list[int]) -> None:
+        """An experiment's evidence at `hour` (in the window) moved by `delta`: its day sum now,
+        the sparse terms when next needed (`_flush`: once per experiment and hour changed,
+        however many runs)."""
         assert self.top is not None
-        first = self._first_day()
-        if day < first:  # the window's first, partial day: hours for the pooled detector only
+        day = hour // 24
+        if day < self._first_day():  # the window's first, partial day: pooled detector only
             return
         days = self.days.setdefault(experiment, {})
         _accumulate(days.setdefault(day, [0] * SIZE), delta)
-        for t in range(day, self.top // 24 + 1):
-            since = _since(days, day + 1, t)  # the evidence since j, j going down from `day`
+        pending = self._pending.setdefault(experiment, {})
+        _accumulate(pending.setdefault(hour, [0] * SIZE), delta)
+
+    def _flush(self) -> None:
+        """The pending changes into the sparse terms: first the new end hours, each starting as
+        the one before it was (no experiment has evidence between them); then each
+        experiment's terms, moved from its evidence before the changes to its evidence now."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        first = self._first_day()
+        hours = sorted({h for changes in pending.values() for h in changes})
+        for hour in hours:
+            i = bisect.bisect_left(self._ends, hour)
+            if (i == len(self._ends) or self._ends[i] != hour) and hour in self.pooled:
+                before = self.pairs[self._ends[i - 1]] if i else {}
+                self.pairs[hour] = {
+                    j: list(before[j]) if j in before else [0] * SIZE
+                    for j in range(first, hour // 24 + 1)
+                }
+                self._ends.insert(i, hour)
+        start = bisect.bisect_left(self._ends, hours[0])
+        self._s_valid = min(self._s_valid, start)
+        for experiment, changes in pending.items():
+            self._move_terms(experiment, changes, first)
+
+    def _move_terms(self, experiment: str, changes: dict[int, list[int]], first: int) -> None:
+        """One experiment's terms in every end hour from its first change on, for each change
+        day j: from its evidence since j before `changes` to its evidence since j now."""
+        cells = self.shares[experiment].hours
+        days = self.days.get(experiment, {})
+        by_day: dict[int, list[int]] = {}
+        for hour, delta in changes.items():
+            _accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
+        for end in self._ends[bisect.bisect_left(self._ends, min(changes)) :]:
+            end_day = end // 24
+            since, moved_by = [0] * SIZE, [0] * SIZE  # since j, j going down from end_day
+            for h in range(end_day * 24, end + 1):
+                on_hour, change = cells.get(h), changes.get(h)
+                if on_hour is not None:
+                    _accumulate(since, on_hour)
+                if change is not None:
+                    _accumulate(moved_by, change)
+            terms = self.pairs[end]
             moved: list[int] = []
-            for j in range(day, first - 1, -1):
-                values = days.get(j)
-                if values is not None or not moved:  # else since j is since j + 1: no new sum
-                    if values is not None:
-                        _accumulate(since, values)
+            for j in range(end_day, first - 1, -1):
+                if j < end_day:
+                    on_day, change = days.get(j), by_day.get(j)
+                    if on_day is not None or change is not None:
+                        moved = []
+                        if on_day is not None:
+                            _accumulate(since, on_day)
+                        if change is not None:
+                            _accumulate(moved_by, change)
+                if not any(moved_by):
+                    continue
+                if not moved:
                     moved = [
                         _term(v) - _term(v - d) if d else 0
-                        for v, d in zip(since, delta, strict=True)
+                        for v, d in zip(since, moved_by, strict=True)
                     ]
-                pair = self.pairs[(j, t)]
-                for i, m in enumerate(moved):
-                    pair[i] += m
-        if self._sparse_from is None or day < self._sparse_from:
-            self._sparse_from = day
+                pair = terms[j]
+                for k, m in enumerate(moved):
+                    pair[k] += m
+
+    def _end_left(self, hour: int) -> None:
+        """No experiment has evidence at `hour` any more: it is no end hour (after the pending
+        changes, which may need it as the end hour before a new one)."""
+        self._flush()
+        i = bisect.bisect_left(self._ends, hour)
+        if i < len(self._ends) and self._ends[i] == hour:
+            del self._ends[i]
+            self.pairs.pop(hour, None)
+            self._s_valid = min(self._s_valid, i)
 
     def _first_day(self) -> int:
         assert self.top is not None
         return self.top // 24 - WINDOW_DAYS + 1
 
     def _in_window(self, hour: int) -> bool:
-        """Whether `hour` is a completed hour of the window: the suite's clock's own hour is
-        still running, and comes in when the clock moves on."""
-        return self.top is not None and self.top - WINDOW_HOURS < hour < self.top
+        return self.top is not None and self.top - WINDOW_HOURS < hour <= self.top + AHEAD_HOURS
 
     def _rebuild(self) -> None:
         """Everything the statistics need, made again from the shares."""
@@ -343,11 +411,12 @@ class SuiteState:
         self.leader = clocks[-1] if clocks else None
         self.top = clocks[-2][0] if len(clocks) > 1 else None
         self.pooled, self.cells, self.days, self.pairs = {}, {}, {}, {}
-        self._r_valid, self._sparse, self._sparse_from = None, {}, None
+        self._r_valid, self._ends, self._s, self._s_valid = None, [], [], 0
+        self._pending = {}
         if self.top is None:
             return
-        first, top_day = self._first_day(), self.top // 24
-        self._sparse_from = first
+        first = self._first_day()
+        mine: dict[str, list[tuple[int, list[int]]]] = {}
         for name, share in self.shares.items():
             days: dict[int, list[int]] = {}
             for hour, values in share.hours.items():
@@ -356,21 +425,38 @@ class SuiteState:
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     if hour // 24 >= first:
                         _accumulate(days.setdefault(hour // 24, [0] * SIZE), values)
+                        mine.setdefault(name, []).append((hour, values))
             self.days[name] = days
-        for t in range(first, top_day + 1):
-            for j in range(first, t + 1):
-                self.pairs[(j, t)] = [0] * SIZE
-        for days in self.days.values():
-            for t in range(first, top_day + 1):
-                since, terms = [0] * SIZE, [0] * SIZE
-                for j in range(t, first - 1, -1):  # its terms change only on a day of its own
-                    on_day = days.get(j)
-                    if on_day is not None:
-                        _accumulate(since, on_day)
-                        terms = [_term(v) if v else 0 for v in since]
-                    pair = self.pairs[(j, t)]
-                    for i, term in enumerate(terms):
-                        pair[i] += term
+        self._ends = sorted(h for h in self.pooled if h // 24 >= first)
+        self.pairs = {h: {j: [0] * SIZE for j in range(first, h // 24 + 1)} for h in self._ends}
+        for cells in mine.values():
+            self._add_terms(sorted(cells), first)
+
+    def _add_terms(self, cells: list[tuple[int, list[int]]], first: int) -> None:
+        """One experiment's sparse terms (from its cells in the window, in hour order) into
+        every end hour's: they change only at its own cells, and are 0 for a change day after
+        its last one."""
+        total = [0] * SIZE  # its evidence up to the end hour
+        upto: dict[int, list[int]] = {}  # before each change day
+        terms: dict[int, list[int]] = {}
+        c = 0
+        for end in self._ends:
+            if c < len(cells) and cells[c][0] <= end:
+                while c < len(cells) and cells[c][0] <= end:
+                    hour, values = cells[c]
+                    for j in range(first, hour // 24 + 1):
+                        upto.setdefault(j, list(total))
+                    _accumulate(total, values)
+                    c += 1
+                terms = {
+                    j: [_term(t - b) if t != b else 0 for t, b in zip(total, before, strict=True)]
+                    for j, before in upto.items()
+                }
+            pairs = self.pairs[end]
+            for j, values in terms.items():
+                pair = pairs[j]
+                for k, v in enumerate(values):
+                    pair[k] += v
 
     # The statistics.
 
@@ -381,21 +467,22 @@ class SuiteState:
         sparse_threshold = design.threshold / (1 - POOLED_SHARE)
         cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
         if cap != self._cap:
-            self._cap, self._r_valid, self._sparse_from = cap, None, self._start()
+            self._cap, self._r_valid, self._s_valid = cap, None, 0
         pooled = self._pooled_statistics(pooled_threshold)
         sparse = self._sparse_statistics(sparse_threshold)
-        watched = sum(1 for days in self.days.values() if days)  # runs in the window
-        completed = sparse[:-1]  # the clock's day is still running, as its hour is
+        watched = sum(  # ints: experiments with runs in the window (most in its last hours)
+            any(self._in_window(h) for h in reversed(share.hours)) for share in self.shares.values()
+        )
         dropped = watched >= MIN_EXPERIMENTS and any(
             any(_mix(r, d) >= pooled_threshold for r in pooled)
-            or any(_mix(s, d) >= sparse_threshold for s in completed)
+            or any(_mix(s, d) >= sparse_threshold for s in sparse)
             for d in range(len(DETECTORS))
         )
         evidence = {
             detector: round(
                 max(
                     _ratio(_mix(pooled[-1], d) if pooled else 0.0, pooled_threshold),
-                    _ratio(_mix(completed[-1], d) if completed else 0.0, sparse_threshold),
+                    _ratio(_mix(sparse[-1], d) if sparse else 0.0, sparse_threshold),
                 ),
                 6,
             )
@@ -403,9 +490,6 @@ class SuiteState:
         }
         runs = sum(s.runs for s in self.shares.values())  # ints
         return SuiteStatus(dropped, evidence, len(self.shares), runs)
-
-    def _start(self) -> int | None:
-        return None if self.top is None else self._first_day()
 
     def _pooled_statistics(self, threshold: float) -> list[list[float]]:
         """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
@@ -423,23 +507,20 @@ class SuiteState:
         return self._r
 
     def _sparse_statistics(self, threshold: float) -> list[list[float]]:
-        """Each component's sparse statistic at the end of every day of the window: for each
-        change day j, the product over experiments of (1 - pi + pi * their evidence since j),
-        summed over j (whose log, the experiments' terms summed, is kept per (j, end day))."""
-        if self.top is None:
-            return []
+        """Each component's sparse statistic at the end of every end hour: for each change day
+        j, the product over experiments of (1 - pi + pi * their evidence since j), summed over j
+        (whose log, the experiments' terms summed, is kept per end hour and j)."""
+        self._flush()
         cap = threshold * len(FALLS)
-        first, top_day = self._first_day(), self.top // 24
-        if self._sparse_from is not None:
-            for t in range(max(self._sparse_from, first), top_day + 1):
-                total = [0.0] * SIZE
-                for j in range(first, t + 1):
-                    pair = self.pairs[(j, t)]
-                    for i in range(SIZE):
-                        total[i] += _exp(pair[i])
-                self._sparse[t] = [min(v, cap) for v in total]
-            self._sparse_from = None
-        return [self._sparse[t] for t in range(first, top_day + 1)]
+        del self._s[self._s_valid :]
+        for end in self._ends[self._s_valid :]:
+            total = [0.0] * SIZE
+            for pair in self.pairs[end].values():
+                for i in range(SIZE):
+                    total[i] += _exp(pair[i])
+            self._s.append([min(v, cap) for v in total])
+        self._s_valid = len(self._s)
+        return self._s
 
     # Stored.
 
@@ -451,6 +532,7 @@ class SuiteState:
         """An independent copy, so that a batch can go back to the state before it."""
         if self._stale:
             return SuiteState({name: share.copy() for name, share in self.shares.items()})
+        self._flush()
         out = SuiteState.__new__(SuiteState)
         out._stale, out._cap = False, self._cap
         out.shares, out.days = dict(self.shares), dict(self.days)  # shared until changed
@@ -458,21 +540,11 @@ class SuiteState:
         out.top, out.leader = self.top, self.leader
         out.pooled = {h: list(v) for h, v in self.pooled.items()}
         out.cells = dict(self.cells)
-        out.pairs = {k: list(v) for k, v in self.pairs.items()}
+        out.pairs = {h: {j: list(v) for j, v in p.items()} for h, p in self.pairs.items()}
         out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
-        out._sparse, out._sparse_from = dict(self._sparse), self._sparse_from
+        out._ends, out._s, out._s_valid = list(self._ends), list(self._s), self._s_valid
+        out._pending = {}
         return out
-
-
-def _since(days: dict[int, list[int]], first: int, last: int) -> list[int]:
-    """An experiment's evidence summed over days first..last."""
-    total = [0] * SIZE
-    for day in range(first, last + 1):
-        values = days.get(day)
-        if values is not None:
-            for i, v in enumerate(values):
-                total[i] += v
-    return total
 
 
 def _term(units: int) -> int:

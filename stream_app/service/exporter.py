@@ -82,7 +82,8 @@ SUITE_FAMILIES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (  # name,
     (
         "evalstream_suite_drop_evidence_ratio",
         "A suite tier's drop detector's evidence as a fraction of its threshold, log scale "
-        "(1 pages): the larger of its pooled and sparse statistics'",
+        "(1: a threshold reached): the larger of its pooled and sparse statistics', each "
+        "against its own threshold",
         ("suite", "tier", "detector"),
     ),
     (

@@ -139,6 +139,7 @@ def test_the_feed_keeps_its_incarnation_its_suites_and_bounded_subtests() -> Non
     "change",
     [
         lambda d: d.update(e=-1),
+        lambda d: d.update(e=2**63),  # no incarnation is; a suite message would refuse it
         lambda d: d.update(s=["a", "a"]),
         lambda d: d["h"].append(d["h"][0]),
         lambda d: d["h"][0].__setitem__(2, d["h"][0][1] + 1),  # more passes than runs

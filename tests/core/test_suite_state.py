@@ -312,3 +312,47 @@ def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
     assert state.leader[0] == 400 * 24
     assert state.top is not None
     assert state.top < 22 * 24
+
+
+def _nats(experiment: str, seq: int, hour: int, nats: float) -> SuiteRun:
+    """A run of `experiment` at `hour` whose evidence is `nats` in every component."""
+    return SuiteRun(experiment, 1, seq, hour * HOUR_US, (int(nats * 2**32),) * SIZE)
+
+
+def test_a_night_of_tasks_run_one_after_another_pages_on_its_own_runs() -> None:
+    """Three tasks run in turn, an hour each, each with evidence no hour alone pages on: the
+    suite pages on the night's last run, not when a later night moves its clock (the window
+    reaches a day past the second newest experiment)."""
+    state = SuiteState()
+    for hour, experiment in enumerate(("a", "b", "c"), start=1):
+        if experiment == "c":
+            assert not state.status(DESIGN).dropped  # e^12 over two hours: below the threshold
+        for k in range(6):
+            state.add(experiment, _nats(experiment, k + 1, hour, 1.0))
+    assert state.top == 2
+    assert state.status(DESIGN).dropped  # e^18 over the three hours
+
+
+def test_a_run_dated_more_than_a_day_ahead_counts_once_another_experiment_is_near() -> None:
+    state = SuiteState()
+    for hour in range(48):
+        state.add("a", _nats("a", hour + 1, hour, 0.0))
+        state.add("b", _nats("b", hour + 1, hour, 0.0))
+    state.add("c", _nats("c", 1, 47 + 25, 40.0))  # 25 hours past the clock (47)
+    assert not state.status(DESIGN).dropped
+    state.add("b", _nats("b", 49, 47 + 2, 0.0))
+    assert state.status(DESIGN).dropped
+
+
+def test_experiments_with_runs_only_in_the_windows_first_hours_are_watched() -> None:
+    """MIN_EXPERIMENTS counts every experiment with runs in the window, those of its first,
+    partial day too (whose hours the pooled detector counts)."""
+    state = SuiteState()
+    top = 24 * 100 + 20
+    partial = top - WINDOW_HOURS + 1  # the window's first hour, before its first whole day
+    for experiment in ("a", "b"):
+        for k in range(40):
+            state.add(experiment, _nats(experiment, k + 1, partial, 2.0))
+        state.add(experiment, _nats(experiment, 41, top, 0.0))
+    assert state.top == top
+    assert state.status(DESIGN).dropped

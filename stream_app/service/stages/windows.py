@@ -207,7 +207,8 @@ class WindowsStage(TableStage[TierState]):
 
     def _suites_of(self, key: bytes) -> tuple[str, ...]:
         """The suites a stored tier's runs went to, read from its record alone (none when it
-        cannot be read: its shares then stay in their suites until those retire them)."""
+        cannot be read: its shares then stay in their suites, still counted among their
+        experiments, while their evidence leaves the window 14 days after their last run)."""
         state = self.cache.use(key)
         if state is not None:
             return state.feed.suites
