@@ -86,7 +86,9 @@ class Scraped:
 
 
 def _key(name: str, labels: str) -> str:
-    return f"{name}{{{INSTANCE},{labels}}}"
+    """A series' name and labels, the labels in name order (however they were written)."""
+    pairs = sorted(LABEL.findall(f"{INSTANCE},{labels}"))
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
 
 
 def _tier_labels(experiment: str, tier: str) -> str:
@@ -217,27 +219,34 @@ def no_pages(at_s: list[int]) -> list[dict[str, Any]]:
     return [{"eval_time": clock(t), "alertname": "TierDropped", "exp_alerts": []} for t in at_s]
 
 
+def at_threshold(
+    scraped: Scraped, ratio: str, labels: str, at_s: int, eased: str
+) -> tuple[str, str]:
+    """The detectors whose evidence `ratio` series is at 1 at `at_s` as an alert's annotations
+    name them ("" for none), and the description's words for it (`eased` for none)."""
+    at = [
+        d for d in DETECTORS if (scraped.value(ratio, f'{labels},detector="{d}"', at_s) or 0.0) >= 1
+    ]
+    which = " and ".join(at)
+    if not at:
+        return which, eased
+    plural = "s" if len(at) > 1 else ""
+    return which, f"the evidence of its {which} detector{plural} is at the threshold"
+
+
 def dropped_alert(scraped: Scraped, experiment: str, tier: str, at_s: int) -> dict[str, Any]:
     """TierDropped for the tier as its annotations read the input series at `at_s`."""
     labels = _tier_labels(experiment, tier)
-    at = [
-        d
-        for d in DETECTORS
-        if (
-            scraped.value("evalstream_tier_drop_evidence_ratio", f'{labels},detector="{d}"', at_s)
-            or 0.0
-        )
-        >= 1
-    ]
-    which = " and ".join(at)
+    at, evidence = at_threshold(
+        scraped,
+        "evalstream_tier_drop_evidence_ratio",
+        labels,
+        at_s,
+        "a detector's evidence reached the threshold and has eased since, but the runs are "
+        "not back at the reference",
+    )
     window = scraped.value("evalstream_tier_window_runs", labels, at_s)
     runs = scraped.value("evalstream_tier_cumulative_runs", labels, at_s)
-    evidence = (
-        f"the evidence of its {which} detector{'s' if len(at) > 1 else ''} is at the threshold"
-        if at
-        else "a detector's evidence reached the threshold and has eased since, but the runs are "
-        "not back at the reference"
-    )
     rate = scraped.value("evalstream_tier_pass_rate", f'{labels},stat="mean"', at_s)
     total = scraped.value(
         "evalstream_tier_cumulative_pass_rate", f'{labels},bound="estimate"', at_s
@@ -254,7 +263,7 @@ def dropped_alert(scraped: Scraped, experiment: str, tier: str, at_s: int) -> di
         "exp_labels": {"severity": "page", "experiment": experiment, "tier": tier},
         "exp_annotations": {
             "summary": f"{experiment}/{tier} dropped"
-            + (f" ({which} evidence at its threshold)" if at else ""),
+            + (f" ({at} evidence at its threshold)" if at else ""),
             "description": description,
             "runbook_url": f"{RUNBOOKS}#runbook-tierdropped",
         },
@@ -593,28 +602,20 @@ def _suite_entry(report: Any) -> Any:
 def suite_alert(scraped: Scraped, at_s: int) -> dict[str, Any]:
     """SuiteTierDropped for the suite's T1 as its annotations read the input series at `at_s`."""
     labels = f'suite="{SUITE}",tier="T1"'
-    at = [
-        d
-        for d in DETECTORS
-        if (
-            scraped.value("evalstream_suite_drop_evidence_ratio", f'detector="{d}",{labels}', at_s)
-            or 0.0
-        )
-        >= 1
-    ]
-    which = " and ".join(at)
+    at, evidence = at_threshold(
+        scraped,
+        "evalstream_suite_drop_evidence_ratio",
+        labels,
+        at_s,
+        "a detector reached its threshold within its windows and has eased since",
+    )
     experiments = scraped.value("evalstream_suite_experiments", labels, at_s)
     runs = scraped.value("evalstream_suite_runs", labels, at_s)
-    evidence = (
-        f"the evidence of its {which} detector{'s' if len(at) > 1 else ''} is at the threshold"
-        if at
-        else "a detector reached its threshold within its windows and has eased since"
-    )
     return {
         "exp_labels": {"severity": "page", "suite": SUITE, "tier": "T1"},
         "exp_annotations": {
             "summary": f"suite {SUITE} dropped at T1"
-            + (f" ({which} evidence at its threshold)" if at else ""),
+            + (f" ({at} evidence at its threshold)" if at else ""),
             "description": (
                 f"The runs of suite {SUITE} at tier T1, over its {experiments:.0f} experiments "
                 f"({runs:.0f} runs counted), fell together, each run against its own subtest's "

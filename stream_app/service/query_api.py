@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import aiohttp
 from pydantic import BaseModel
@@ -103,6 +103,9 @@ def summary(experiment_id: str, tiers: list[TierSummary]) -> ExperimentSummary:
         tiers=ordered,
         last_update=max(t.latest_completed_at for t in ordered),
     )
+
+
+Row = TypeVar("Row")
 
 
 def body(model: BaseModel) -> bytes:
@@ -240,33 +243,49 @@ class QueryApi:
 
     async def list_experiments(self, local: bool) -> tuple[int, bytes]:
         """This worker's experiments, and unless `local` every other worker's."""
-        if (busy := self.not_ready()) is not None:
-            return busy
-        experiments = self.answers.summaries()
-        if local:
-            return 200, body(ExperimentList(experiments=experiments, workers=1))
-        others = await self.peers("/api/experiments")
-        if isinstance(others, tuple):
-            return others
-        for raw in others:
-            experiments += ExperimentList.model_validate_json(raw).experiments
-        experiments.sort(key=lambda s: s.experiment_id)
-        return 200, body(ExperimentList(experiments=experiments, workers=1 + len(others)))
+        return await self.gather(
+            "/api/experiments",
+            local,
+            self.answers.summaries,
+            lambda raw: ExperimentList.model_validate_json(raw).experiments,
+            lambda rows, n: ExperimentList(
+                experiments=sorted(rows, key=lambda s: s.experiment_id), workers=n
+            ),
+        )
 
     async def list_suites(self, local: bool) -> tuple[int, bytes]:
         """This worker's suite tiers, and unless `local` every other worker's."""
+        return await self.gather(
+            "/api/suites",
+            local,
+            self.answers.suite_tiers,
+            lambda raw: SuiteList.model_validate_json(raw).suites,
+            lambda rows, n: SuiteList(
+                suites=sorted(rows, key=lambda s: (s.suite, tier_sort_key(s.tier))), workers=n
+            ),
+        )
+
+    async def gather(
+        self,
+        path: str,
+        local: bool,
+        mine: Callable[[], list[Row]],
+        rows_of: Callable[[bytes], list[Row]],
+        answer: Callable[[list[Row], int], BaseModel],
+    ) -> tuple[int, bytes]:
+        """A list endpoint: this worker's rows, and unless `local` every other worker's (their
+        `path` answered with `scope=local`), in one answer naming how many workers answered."""
         if (busy := self.not_ready()) is not None:
             return busy
-        suites = self.answers.suite_tiers()
+        rows = list(mine())
         if local:
-            return 200, body(SuiteList(suites=suites, workers=1))
-        others = await self.peers("/api/suites")
+            return 200, body(answer(rows, 1))
+        others = await self.peers(path)
         if isinstance(others, tuple):
             return others
         for raw in others:
-            suites += SuiteList.model_validate_json(raw).suites
-        suites.sort(key=lambda s: (s.suite, tier_sort_key(s.tier)))
-        return 200, body(SuiteList(suites=suites, workers=1 + len(others)))
+            rows += rows_of(raw)
+        return 200, body(answer(rows, 1 + len(others)))
 
 
 async def fetch(url: str) -> tuple[int, bytes]:

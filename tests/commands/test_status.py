@@ -4,11 +4,12 @@ stand-in API on a local port (the real one: tests/integration/test_query_api.py)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.server
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -35,6 +36,8 @@ from stream_app.core.replay import replay_lines
 from stream_app.ports import local_url
 from stream_app.service.settings import load_settings
 from tests.helpers import encode, make_event
+
+JSON = "application/json"
 
 
 def detail(runs: dict[str, int], failing: frozenset[str] = frozenset()) -> ExperimentDetail:
@@ -109,17 +112,16 @@ def test_ids_are_percent_encoded_whole() -> None:
     assert api_url("http://h:1", "team a/..") == "http://h:1/api/experiments/team%20a%2F%2E%2E"
 
 
-@pytest.fixture
-def api() -> Iterator[str]:
-    """A stand-in query API: the experiment `exp`, and a 404 for any other."""
-    body = detail({"T0": 60, "T1": 20}).model_dump_json().encode()
+@contextlib.contextmanager
+def serving(answer: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
+    """A stand-in HTTP server on loopback, answering a GET of a path with `answer(path)`
+    (status, content type, body): its host and port."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            found = self.path == "/api/experiments/exp"
-            payload = body if found else json.dumps({"error": "unknown experiment"}).encode()
-            self.send_response(200 if found else 404)
-            self.send_header("Content-Type", "application/json")
+            code, kind, payload = answer(self.path)
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
             self.end_headers()
             self.wfile.write(payload)
 
@@ -127,13 +129,23 @@ def api() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    """A stand-in query API: the experiment `exp`, and a 404 for any other."""
+    body = detail({"T0": 60, "T1": 20}).model_dump_json().encode()
+    missing = json.dumps({"error": "unknown experiment"}).encode()
+    with serving(
+        lambda path: (200, JSON, body) if path == "/api/experiments/exp" else (404, JSON, missing)
+    ) as host:
+        yield f"http://{host}"
 
 
 def test_status_of_an_experiment_and_its_json(api: str) -> None:
@@ -147,24 +159,8 @@ def test_status_of_an_experiment_and_its_json(api: str) -> None:
 @pytest.fixture
 def not_the_api() -> Iterator[str]:
     """Something else on a port: a proxy's or another service's page, answered 200."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(b"<html>hi</html>")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(lambda _: (200, "text/html", b"<html>hi</html>")) as host:
+        yield host
 
 
 @pytest.mark.parametrize("experiment", [[], ["exp"]])
@@ -222,7 +218,7 @@ def suite(tier: str, dropped: bool = False, share: float = 0.173) -> SuiteTier:
         tier=tier,
         experiments=40,
         runs=8000,
-        drop=SuiteDrop(dropped=dropped, evidence=evidence),  # type: ignore[arg-type]
+        drop=SuiteDrop(dropped=dropped, evidence=evidence),
     )
 
 
@@ -236,24 +232,11 @@ def suites_api() -> Iterator[str]:
         ).model_dump_json(),
     }
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            payload = pages.get(self.path, '{"error": "no"}').encode()
-            self.send_response(200 if self.path in pages else 404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(payload)
+    def answer(path: str) -> tuple[int, str, bytes]:
+        return (200 if path in pages else 404, JSON, pages.get(path, '{"error": "no"}').encode())
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(answer) as host:
+        yield f"http://{host}"
 
 
 def test_the_list_ends_with_the_suites_and_suites_alone_on_asking(suites_api: str) -> None:
