@@ -2,15 +2,19 @@
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from stream_app.core.config import CoreConfig
 from stream_app.core.keys import split_tier_key, tier_key
+from stream_app.core.replay import Replay
 from stream_app.core.tier_state import TierState
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 
 CONFIG = CoreConfig(window_size=3)
+DATA = Path(__file__).parents[1] / "data"
+BUNDLED = Path(__file__).parents[2] / "stream_app" / "data" / "scylla-runs.jsonl"
 T0 = to_epoch_us(datetime(2026, 1, 1, tzinfo=UTC))
 
 
@@ -131,3 +135,33 @@ def test_a_run_joins_its_reference_only_after_leaving_the_window() -> None:
     again = TierState.from_json("e", "T1", config.window_size, raw, config.drop_design)
     assert again.to_json() == raw
     assert [e.stratum for e in again.window.entries] == ["a"] * config.window_size
+
+
+@pytest.mark.parametrize("stored", ["before-subtests", "first-suite-hop"])
+def test_states_stored_by_earlier_releases_load_and_carry_on_like_a_fresh_replay(
+    stored: str,
+) -> None:
+    """Tier states a worker of an earlier release wrote (the first half of the bundled runs)
+    load under the current design, nothing refused, and the second half brings every window to
+    where a replay of all the runs brings it."""
+    settings = CoreConfig()
+    states = json.loads((DATA / "stored-tier-states" / f"{stored}.json").read_text())
+    lines = BUNDLED.read_bytes().splitlines()
+    fresh = Replay(settings)
+    fresh.feed_lines(lines)
+    upgraded = Replay(settings)
+    for key, raw in states.items():
+        state = TierState.from_json(
+            *split_tier_key(key), settings.window_size, raw.encode(), settings.drop_design
+        )
+        assert state.totals.runs >= len(state.window) > 0
+        upgraded.tiers[key] = state
+        upgraded.latest[key] = state.aggregate(settings)
+    upgraded.feed_lines(lines[len(lines) // 2 :])
+    got, want = upgraded.report(), fresh.report()
+    assert len(states) == 11
+    assert not got.rejected
+    assert [(a.experiment_id, a.tier, a.run_ids, a.pass_rate, a.grade) for a in got.tiers] == [
+        (a.experiment_id, a.tier, a.run_ids, a.pass_rate, a.grade) for a in want.tiers
+    ]
+    assert {(s.suite, s.tier) for s in got.suites} == {(s.suite, s.tier) for s in want.suites}
