@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,17 @@ BASE_EVENT: dict[str, Any] = {
     "started_at": "2026-01-05T09:00:00Z",
     "completed_at": "2026-01-05T09:01:00Z",
 }
+
+
+def from_a_terminal(command: list[str]) -> list[str]:
+    """`command` started with SIGHUP at its default, as from a terminal, for a test of its
+    hangup handling: when the suite runs under `nohup`, a child inherits SIGHUP ignored, and then
+    rightly keeps running on a hangup. (An exec'ing launcher, not `preexec_fn`, which is unsafe
+    in a process with threads; the PID is the command's.)"""
+    reset = "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); " + (
+        "os.execvp(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", reset, *command]
 
 
 def make_event(**overrides: Any) -> dict[str, Any]:

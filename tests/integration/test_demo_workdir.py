@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import from_a_terminal
 from tests.integration.harness import require_tansu, wait_until
 
 
@@ -26,7 +27,7 @@ class Demo:
         self.out = tmp_path / "demo.out"
         with self.out.open("wb") as sink:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "stream_app", "demo", *args],
+                from_a_terminal([sys.executable, "-m", "stream_app", "demo", *args]),
                 env={**os.environ, "TMPDIR": str(self.tmpdir), **env},
                 stdin=subprocess.DEVNULL,
                 stdout=sink,

@@ -32,7 +32,7 @@ import yaml
 
 from stream_app.ports import free_port
 from stream_app.processes import stop_process
-from tests.helpers import REPO, prometheus_tool
+from tests.helpers import REPO, from_a_terminal, prometheus_tool
 from tests.integration.harness import Broker, Worker, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -120,7 +120,7 @@ class ObserveRun:
         ]
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.process = subprocess.Popen(
-                command,
+                from_a_terminal(command),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
