@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
+import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +45,45 @@ def from_a_terminal(command: list[str]) -> list[str]:
         "os.execvp(sys.argv[1], sys.argv[1:])"
     )
     return [sys.executable, "-c", reset, *command]
+
+
+def children(pid: int) -> set[int]:
+    """Every descendant of `pid` now (Linux /proc)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                for child in (task / "children").read_text().split():
+                    if int(child) not in found:
+                        found.add(int(child))
+                        todo.append(int(child))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def kill_with_descendants(process: subprocess.Popen[bytes]) -> None:
+    """Teardown of a command that starts processes in sessions of their own (the demo's broker
+    and worker): SIGKILL to it, its group and every descendant, found while it still runs (once
+    it is gone they are reparented, and nothing stops them)."""
+    if process.poll() is not None:
+        return
+    left = children(process.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait(10)
 
 
 def make_event(**overrides: Any) -> dict[str, Any]:

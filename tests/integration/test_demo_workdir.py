@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import from_a_terminal
+from tests.helpers import from_a_terminal, kill_with_descendants
 from tests.integration.harness import require_tansu, wait_until
 
 
@@ -45,9 +45,7 @@ class Demo:
         return sorted(p.name for p in self.tmpdir.iterdir())
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        kill_with_descendants(self.process)
 
 
 def test_removed_after_duration(tmp_path: Path) -> None:

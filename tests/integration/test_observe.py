@@ -32,7 +32,7 @@ import yaml
 
 from stream_app.ports import free_port
 from stream_app.processes import stop_process
-from tests.helpers import REPO, from_a_terminal, prometheus_tool
+from tests.helpers import REPO, alive, children, from_a_terminal, prometheus_tool
 from tests.integration.harness import Broker, Worker, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,30 +56,6 @@ def get(url: str, timeout: float = 10) -> tuple[int, bytes]:
         return exc.code, exc.read()
     except OSError:
         return 0, b""
-
-
-def children(pid: int) -> set[int]:
-    """Every descendant of `pid` now (Linux /proc)."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            with contextlib.suppress(OSError):
-                for child in (task / "children").read_text().split():
-                    if int(child) not in found:
-                        found.add(int(child))
-                        todo.append(int(child))
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def cmdline(pid: int) -> list[str]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from stream_app.ports import free_port, port_open
+from tests.helpers import kill_with_descendants
 from tests.integration.harness import Worker, make_broker, require_tansu, wait_until
 
 
@@ -52,8 +53,7 @@ def test_demo_runs_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None
         demo.send_signal(signal.SIGINT)
         assert demo.wait(60) == 0
     finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
+        kill_with_descendants(demo)
     text = out.read_text(errors="replace")
     broker = re.search(r"embedded broker 127\.0\.0\.1:(\d+)", text)
     metrics = re.search(r"metrics (http://127\.0\.0\.1:(\d+)/metrics)", text)
@@ -117,5 +117,4 @@ def test_broker_command_prints_its_address_and_stops_on_ctrl_c() -> None:
         assert proc.wait(20) == 0
         assert not port_open("127.0.0.1", port)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_with_descendants(proc)
