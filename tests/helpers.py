@@ -1,4 +1,4 @@
-"""Shared test helpers: event factories and paths (imported by the test modules)."""
+"""Shared test helpers: event factories, paths, and starting and stopping commands under test."""
 
 from __future__ import annotations
 
