@@ -7,12 +7,12 @@ order, as `replay` reads them. The state is a value: `observe_run` returns a new
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from stream_app.core.stored_values import is_count, name_bytes
 from stream_app.core.totals import UNIT, units
 from stream_app.metrics.intervals import wilson_lower
 
@@ -239,7 +239,7 @@ class DropState:
             return True
         return (
             len(self.strata) < MAX_STRATA
-            and _name_bytes(stratum) + sum(_name_bytes(n) for n in self.strata)  # ints
+            and name_bytes(stratum) + sum(name_bytes(n) for n in self.strata)  # ints
             <= MAX_STRATA_NAME_BYTES
         )
 
@@ -353,7 +353,7 @@ class DropState:
         if "t" in data:
             strata = _strata(data["t"])
             watched: Any = data.get("w")
-            if not _count(watched, 2**53):
+            if not is_count(watched, 2**53):
                 raise ValueError("drop state has a bad watched count")
         else:  # before strata: one reference, for every run of the tier
             ref = _reference(data.get("n"), data.get("p"), data.get("s"), data.get("q"))
@@ -389,23 +389,18 @@ def _strata(rows: Any) -> dict[str, Reference]:
         if not isinstance(name, str) or len(name) > MAX_STRATUM_CHARS or name in strata:
             raise ValueError("drop state stratum has a bad or repeated name")
         strata[name] = _reference(*row[1:])
-    names = sum(_name_bytes(name) for name in strata)  # ints
+    names = sum(name_bytes(name) for name in strata)  # ints
     if names > MAX_STRATA_NAME_BYTES:
         raise ValueError("drop state has strata names over their budget")
     return strata
 
 
-def _name_bytes(name: str) -> int:
-    """What a stratum's name takes in the stored state."""
-    return len(json.dumps(name, ensure_ascii=False).encode())
-
-
 def _reference(runs: Any, passes: Any, score_units: Any, square_units: Any) -> Reference:
     """A stored reference, checked: counts in range, sums that scores in [0, 1] make."""
-    if not _count(runs, 2**53):
+    if not is_count(runs, 2**53):
         raise ValueError("drop state has a bad reference count")
-    if not _count(passes, runs) or not all(
-        _count(v, runs * UNIT) for v in (score_units, square_units)
+    if not is_count(passes, runs) or not all(
+        is_count(v, runs * UNIT) for v in (score_units, square_units)
     ):
         raise ValueError("drop state has a bad reference sum")
     slack = runs + 1  # each square's rounding: at most one unit
@@ -445,10 +440,6 @@ def _moved(
 def _mixture(evidence: Sequence[float], start: int) -> float:
     """The equal mixture of one detector's falls (three numbers from `start`)."""
     return _WEIGHT * (evidence[start] + evidence[start + 1] + evidence[start + 2])
-
-
-def _count(value: Any, most: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most
 
 
 def _finite(value: Any) -> bool:

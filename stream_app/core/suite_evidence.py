@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS
+from stream_app.core.stored_values import is_count, name_bytes
 from stream_app.core.window import WindowEntry
 
 LOG_UNIT: Final = 2**32
@@ -112,8 +113,8 @@ class SuiteFeed:
     def _room_for(self, stratum: str) -> bool:
         if len(self.subtests) >= MAX_STRATA:
             return False
-        names = sum(_name_bytes(n) for n in self.subtests)  # ints
-        return names + _name_bytes(stratum) <= MAX_FEED_NAME_BYTES
+        names = sum(name_bytes(n) for n in self.subtests)  # ints
+        return names + name_bytes(stratum) <= MAX_FEED_NAME_BYTES
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able, for the tier state's changelog record."""
@@ -129,7 +130,9 @@ class SuiteFeed:
         if not isinstance(data, dict) or set(data) != {"e", "s", "h"}:
             raise ValueError("not a suite feed")
         epoch, suites, rows = data["e"], data["s"], data["h"]
-        if not _count(epoch, 2**63 - 1) or not isinstance(suites, list) or len(suites) > MAX_SUITES:
+        if not (
+            is_count(epoch, 2**63 - 1) and isinstance(suites, list) and len(suites) <= MAX_SUITES
+        ):
             raise ValueError("suite feed has a bad epoch or suites")
         if not all(isinstance(s, str) and 0 < len(s) <= MAX_SUITE_CHARS for s in suites):
             raise ValueError("suite feed has a bad suite name")
@@ -144,15 +147,15 @@ class SuiteFeed:
             name, runs, passes, *tilts = row
             if not isinstance(name, str) or len(name) > MAX_STRATUM_CHARS or name in subtests:
                 raise ValueError("suite feed subtest has a bad or repeated name")
-            if not _count(runs, 2**53) or not _count(passes, runs):
+            if not is_count(runs, 2**53) or not is_count(passes, runs):
                 raise ValueError("suite feed subtest has bad counts")
             # each run adds between exp(-lam) and 1 of TILT_UNIT (rounded, at least 1)
             for lam, t in zip(SCORE_TILTS, tilts, strict=True):
                 low = runs * max(1, round(math.exp(-lam) * TILT_UNIT))
-                if not _count(t, runs * TILT_UNIT) or t < low:
+                if not is_count(t, runs * TILT_UNIT) or t < low:
                     raise ValueError("suite feed subtest has tilt sums no scores make")
             subtests[name] = SubtestHistory(runs, passes, tuple(tilts))
-        if sum(_name_bytes(n) for n in subtests) > MAX_FEED_NAME_BYTES:  # ints
+        if sum(name_bytes(n) for n in subtests) > MAX_FEED_NAME_BYTES:  # ints
             raise ValueError("suite feed has subtest names over their budget")
         return cls(subtests, epoch, tuple(suites))
 
@@ -162,11 +165,3 @@ def incarnation(run_id: str, at_us: int) -> int:
     (0 is a tier stored before incarnations were kept)."""
     digest = hashlib.sha256(json.dumps([run_id, at_us]).encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1 or 1
-
-
-def _name_bytes(name: str) -> int:
-    return len(json.dumps(name, ensure_ascii=False).encode())
-
-
-def _count(value: Any, most: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeGuard
 
 from schemas.common import TIER_PATTERN
+from stream_app.core.stored_values import is_count, is_integer
 from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
 
 VERSION: Final = 2
@@ -51,7 +52,7 @@ class SuiteRun:
             raise ValueError("a suite run's incarnation, sequence and time are integers in range")
         if not isinstance(evidence, list) or len(evidence) != SIZE:
             raise ValueError(f"a suite run needs {SIZE} pieces of evidence")
-        if not all(_integer(v) and abs(v) <= MAX_EVIDENCE_UNITS for v in evidence):
+        if not all(is_integer(v) and abs(v) <= MAX_EVIDENCE_UNITS for v in evidence):
             raise ValueError("a suite run's evidence is not integers in range")
         return cls(experiment_id, epoch, seq, at, tuple(evidence))
 
@@ -157,12 +158,8 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _count(value: Any, least: int) -> bool:
-    return _integer(value) and least <= value < _LIMIT
+    return is_count(value, _LIMIT - 1) and value >= least
 
 
 def _name(value: Any) -> TypeGuard[str]:

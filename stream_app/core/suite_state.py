@@ -19,6 +19,7 @@ from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
+from stream_app.core.stored_values import is_count, is_integer
 from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
 from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, Retirement, SuiteItem, SuiteRun
 
@@ -90,12 +91,12 @@ class ExperimentShare:
         if not isinstance(data, dict) or set(data) != {"e", "r", "q", "n", "h"}:
             raise ValueError("not an experiment's share of a suite")
         epoch, retired, seq, runs, rows = (data[k] for k in ("e", "r", "q", "n", "h"))
-        if not all(_count(v, _LIMIT - 1) for v in (epoch, seq, runs)):
+        if not all(is_count(v, _LIMIT - 1) for v in (epoch, seq, runs)):
             raise ValueError("suite share has a bad incarnation, sequence or run count")
         if (
             not isinstance(retired, list)
             or len(retired) > MAX_RETIRED_EPOCHS
-            or not all(_count(v, _LIMIT - 1) for v in retired)
+            or not all(is_count(v, _LIMIT - 1) for v in retired)
             or len(set(retired)) != len(retired)
             or epoch in retired
         ):
@@ -108,7 +109,7 @@ class ExperimentShare:
             if (
                 not isinstance(row, list)
                 or len(row) != SIZE + 1
-                or not all(_integer(v) for v in row)
+                or not all(is_integer(v) for v in row)
                 or not 0 <= row[0] < _LIMIT // HOUR_US
                 or row[0] in hours
                 or not all(abs(v) <= most for v in row[1:])
@@ -553,14 +554,6 @@ def _term(units: int) -> int:
     if log_e > 40:  # 1 - pi is nothing beside pi e^L
         return math.floor((math.log(SPARSE_PI) + log_e) * LOG_UNIT)
     return math.floor(math.log1p(SPARSE_PI * math.expm1(log_e)) * LOG_UNIT)
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _count(value: Any, most: int) -> bool:
-    return _integer(value) and 0 <= value <= most
 
 
 def _accumulate(into: list[int], values: Evidence | list[int]) -> None:
