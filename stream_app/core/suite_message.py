@@ -119,14 +119,16 @@ class SuiteMessage:
 def bundles(suite: str, tier: str, runs: Sequence[SuiteRun], limit: int) -> Iterator[bytes]:
     """`runs` of one suite tier in as few messages as fit `limit` bytes, in their order."""
     sizes = [len(_dumps(run.row())) for run in runs]
-    for start, end in _parts(len(SuiteMessage(suite, tier).to_json()) + 10, sizes, limit):
+    head = len(SuiteMessage(suite, tier).to_json()) + len(',"runs":[]')
+    for start, end in _parts(head, sizes, limit):
         yield SuiteMessage(suite, tier, tuple(runs[start:end])).to_json()
 
 
 def retirements(suite: str, tier: str, experiments: Sequence[str], limit: int) -> Iterator[bytes]:
     """Experiments retired from one suite tier in as few messages as fit `limit` bytes."""
     sizes = [len(_dumps(e)) for e in experiments]
-    for start, end in _parts(len(SuiteMessage(suite, tier).to_json()) + 13, sizes, limit):
+    head = len(SuiteMessage(suite, tier).to_json()) + len(',"retired":[]')
+    for start, end in _parts(head, sizes, limit):
         yield SuiteMessage(suite, tier, retired=tuple(experiments[start:end])).to_json()
 
 

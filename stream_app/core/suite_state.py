@@ -284,13 +284,9 @@ class SuiteState:
         for name, share in list(self.shares.items()):
             if share.newest is not None and share.newest > end:
                 for hour in sorted(h for h in share.hours if h > end and self._in_window(h)):
+                    self._own(name)  # its day sums, this state's to change
                     self.cells[hour] = self.cells.get(hour, 0) + 1
-                    self._evidence(self._mine_or_copy(name), hour, share.hours[hour])
-
-    def _mine_or_copy(self, experiment: str) -> str:
-        """`experiment`, its day sums this state's own to change."""
-        self._own(experiment)
-        return experiment
+                    self._evidence(name, hour, share.hours[hour])
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
         """Evidence of `experiment` at `hour` (in the window, its share's cell already moved)
