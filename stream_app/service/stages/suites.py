@@ -158,22 +158,22 @@ class SuitesStage(TableStage[SuiteState]):
                 await self._put(key, experiment, state.shares.get(experiment))
             await self._publish(key, state if state.shares else None, folded.results[key])
         for key in sorted(self.purged):  # a quarantine the fold did not change
-            purged = made.get(key)
-            await self._publish(key, purged, None if purged is None else self._report(key, purged))
+            await self._publish(key, made.get(key))
         return len(batch)
 
-    def _report(self, key: str, state: SuiteState) -> SuiteTier:
-        return suite_tier(*split_tier_key(key), state, self.settings.drop_design)
-
-    async def _publish(self, key: str, state: SuiteState | None, report: SuiteTier | None) -> None:
-        """A suite tier's report and gauges, or its withdrawal when it has no experiment left."""
+    async def _publish(
+        self, key: str, state: SuiteState | None, report: SuiteTier | None = None
+    ) -> None:
+        """A suite tier's report (made from `state` unless given) and gauges, or its withdrawal
+        when it has no experiment left."""
         self.purged.discard(key)
-        if state is None or report is None or not state.shares:
+        if state is None or not state.shares:
             self.cache.pop(key.encode(), None)
             await self.outputs.retire_suite_tier(*split_tier_key(key))
             return
         self.cache[key.encode()] = state
-        await self.outputs.suite_tier(report)
+        design = self.settings.drop_design
+        await self.outputs.suite_tier(report or suite_tier(*split_tier_key(key), state, design))
 
     async def _recover(self, owned: set[int]) -> int:
         """Make every owned suite tier from its records and re-publish it."""
@@ -184,7 +184,7 @@ class SuitesStage(TableStage[SuiteState]):
         count = 0
         for key in sorted(keys):
             state = await self._made(key)
-            await self._publish(key, state, None if state is None else self._report(key, state))
+            await self._publish(key, state)
             count += state is not None
         return count
 
