@@ -43,6 +43,13 @@ MAX_RETIRED_EPOCHS: Final = 4
 not taken for a new one."""
 COMPONENTS: Final = ((0, len(FALLS)), (len(FALLS), SIZE))
 """Each detector's components of a run's evidence: pass/fail falls, then score tilts."""
+RUNS: Final = SIZE
+"""Where a cell (an hour's or a day's sums) keeps its run count, after the evidence."""
+CELL: Final = SIZE + 1
+RUNS_PER_MINUTE: Final = 1
+"""The most runs a change point weighs per minute of the period before it: the statistics' floor,
+their value with no evidence at all, stays at most a run a minute through the window (20,160),
+far below either threshold, however busy the suite."""
 _MAX_LOG: Final = 700.0
 _LIMIT: Final = 2**63
 
@@ -50,8 +57,9 @@ _LIMIT: Final = 2**63
 @dataclass(slots=True)
 class ExperimentShare:
     """One experiment's share of its suite's tier, the suite table's record: its tier's
-    incarnation and the last sequence taken from it (a repeat is dropped), its runs, and their
-    evidence per hour, within WINDOW_HOURS of its newest (`newest`: kept, not stored)."""
+    incarnation and the last sequence taken from it (a repeat is dropped), its runs, and per hour
+    within WINDOW_HOURS of its newest their evidence summed and their count (a cell: CELL
+    numbers, the count last; `newest`: kept, not stored)."""
 
     epoch: int = 0
     retired: tuple[int, ...] = ()
@@ -103,21 +111,27 @@ class ExperimentShare:
             raise ValueError("suite share has bad earlier incarnations")
         if not isinstance(rows, list) or len(rows) > min(runs, WINDOW_HOURS):
             raise ValueError("suite share has more hours than runs or its window")
-        most = runs * MAX_EVIDENCE_UNITS  # each run's log evidence is at most that, either way
         hours: dict[int, list[int]] = {}
-        for row in rows:
+        for stored in rows:
+            row = stored
+            if isinstance(row, list) and len(row) == CELL:  # stored before hours kept counts
+                row = [*row, 1]  # one run: the fewest, so its change points weigh the least
             if (
                 not isinstance(row, list)
-                or len(row) != SIZE + 1
+                or len(row) != CELL + 1
                 or not all(is_integer(v) for v in row)
                 or not 0 <= row[0] < _LIMIT // HOUR_US
                 or row[0] in hours
-                or not all(abs(v) <= most for v in row[1:])
+                or not 1 <= row[-1] <= runs
+                # each run's log evidence is at most MAX_EVIDENCE_UNITS, either way
+                or not all(abs(v) <= row[-1] * MAX_EVIDENCE_UNITS for v in row[1:-1])
             ):
                 raise ValueError("suite share has a bad hour")
             hours[row[0]] = list(row[1:])
         if hours and max(hours) - min(hours) >= WINDOW_HOURS:
             raise ValueError("suite share has hours outside its window")
+        if sum(cell[RUNS] for cell in hours.values()) > runs:  # ints
+            raise ValueError("suite share has more runs in its hours than in all")
         return cls(epoch, tuple(retired), seq, runs, hours, max(hours) if hours else None)
 
     def copy(self) -> ExperimentShare:
@@ -164,6 +178,8 @@ class SuiteState:
         self.cells: dict[int, int] = {}
         """How many experiments have evidence at each hour of `pooled`."""
         self.days: dict[str, dict[int, list[int]]] = {}
+        self.day_runs: dict[int, int] = {}
+        """The runs of each of the window's whole days (the sparse change points' weights)."""
         self.pairs: dict[int, dict[int, list[int]]] = {}
         """For each end hour (an hour with evidence, on the window's whole days) and change
         day j up to its day: the experiments' sparse terms of their evidence since j, summed."""
@@ -217,9 +233,10 @@ class SuiteState:
             self._clock(experiment, hour)
         if self._in_window(hour) and hour not in share.hours:
             self.cells[hour] = self.cells.get(hour, 0) + 1
-        _accumulate(share.hours.setdefault(hour, [0] * SIZE), run.evidence)
+        cell = (*run.evidence, 1)
+        _accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
         if self._in_window(hour):
-            self._evidence(experiment, hour, run.evidence)
+            self._evidence(experiment, hour, cell)
         return True
 
     def _own(self, experiment: str) -> ExperimentShare:
@@ -277,6 +294,7 @@ class SuiteState:
         self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
         self.cells = {h: n for h, n in self.cells.items() if self._in_window(h)}
         self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
+        self.day_runs = {d: n for d, n in self.day_runs.items() if d >= first}
         self._ends = [h for h in self._ends if h // 24 >= first and self._in_window(h)]
         self.pairs = {h: {j: v for j, v in self.pairs[h].items() if j >= first} for h in self._ends}
         self._r_valid, self._s, self._s_valid = None, [], 0
@@ -289,9 +307,9 @@ class SuiteState:
                     self._evidence(name, hour, share.hours[hour])
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
-        """Evidence of `experiment` at `hour` (in the window, its share's cell already moved)
-        into the statistics' inputs."""
-        _accumulate(self.pooled.setdefault(hour, [0] * SIZE), values)
+        """A cell's change of `experiment` at `hour` (in the window, its share's cell already
+        moved) into the statistics' inputs."""
+        _accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
         self._hour_changed(hour)
         self._sparse_changed(experiment, hour, values)
 
@@ -318,7 +336,10 @@ class SuiteState:
         if day < self._first_day():  # the window's first, partial day: pooled detector only
             return
         days = self.days.setdefault(experiment, {})
-        _accumulate(days.setdefault(day, [0] * SIZE), delta)
+        _accumulate(days.setdefault(day, [0] * CELL), delta)
+        runs = self.day_runs[day] = self.day_runs.get(day, 0) + delta[RUNS]
+        if not runs:
+            del self.day_runs[day]
         pending = self._pending.setdefault(experiment, {})
         _accumulate(pending.setdefault(hour, [0] * SIZE), delta)
 
@@ -408,6 +429,7 @@ class SuiteState:
         self.leader = clocks[-1] if clocks else None
         self.top = clocks[-2][0] if len(clocks) > 1 else None
         self.pooled, self.cells, self.days, self.pairs = {}, {}, {}, {}
+        self.day_runs = {}
         self._r_valid, self._ends, self._s, self._s_valid = None, [], [], 0
         self._pending = {}
         if self.top is None:
@@ -418,10 +440,12 @@ class SuiteState:
             days: dict[int, list[int]] = {}
             for hour, values in share.hours.items():
                 if self._in_window(hour):
-                    _accumulate(self.pooled.setdefault(hour, [0] * SIZE), values)
+                    _accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     if hour // 24 >= first:
-                        _accumulate(days.setdefault(hour // 24, [0] * SIZE), values)
+                        _accumulate(days.setdefault(hour // 24, [0] * CELL), values)
+                        day = hour // 24
+                        self.day_runs[day] = self.day_runs.get(day, 0) + values[RUNS]
                         mine.setdefault(name, []).append((hour, values))
             self.days[name] = days
         self._ends = sorted(h for h in self.pooled if h // 24 >= first)
@@ -490,31 +514,42 @@ class SuiteState:
 
     def _pooled_statistics(self, threshold: float) -> list[list[float]]:
         """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
-        the window, in time order: R <- (1 + R) exp(the hour's summed log e)."""
+        the window, in time order: R <- (w + R) exp(the hour's summed log e), the change point
+        at the hour's start weighing w, the runs of the hour with runs before it (`_weight`)."""
         if self._r_valid is None:
             self._hours, self._r, self._r_valid = sorted(self.pooled), [], 0
         cap = threshold * len(FALLS)
         del self._r[self._r_valid :]
         r = self._r[-1] if self._r else [0.0] * SIZE
-        for hour in self._hours[self._r_valid :]:
-            logs = self.pooled[hour]
-            r = [min((1.0 + r[i]) * _exp(logs[i]), cap) for i in range(SIZE)]
+        for k in range(self._r_valid, len(self._hours)):
+            w = _weight(self.pooled[self._hours[k - 1]][RUNS], 60) if k else 1
+            logs = self.pooled[self._hours[k]]
+            r = [min((w + r[i]) * _exp(logs[i]), cap) for i in range(SIZE)]
             self._r.append(r)
         self._r_valid = len(self._r)
         return self._r
 
     def _sparse_statistics(self, threshold: float) -> list[list[float]]:
         """Each component's sparse statistic at the end of every end hour: for each change day
-        j, the product over experiments of (1 - pi + pi * their evidence since j), summed over j
-        (whose log, the experiments' terms summed, is kept per end hour and j)."""
+        j with runs, the product over experiments of (1 - pi + pi * their evidence since j)
+        (whose log, the experiments' terms summed, is kept per end hour and j), weighted by the
+        runs of the day with runs before j (`_weight`), summed over j."""
         self._flush()
         cap = threshold * len(FALLS)
         del self._s[self._s_valid :]
+        first = self._first_day() if self._ends else 0
         for end in self._ends[self._s_valid :]:
             total = [0.0] * SIZE
-            for pair in self.pairs[end].values():
+            before: int | None = None  # the last day with runs before j
+            for j in range(first, end // 24 + 1):
+                runs = self.day_runs.get(j)
+                if runs is None:
+                    continue  # no change point: its evidence since is the next day's
+                w = 1 if before is None else _weight(self.day_runs[before], 24 * 60)
+                before = j
+                pair = self.pairs[end][j]
                 for i in range(SIZE):
-                    total[i] += _exp(pair[i])
+                    total[i] += w * _exp(pair[i])
             self._s.append([min(v, cap) for v in total])
         self._s_valid = len(self._s)
         return self._s
@@ -537,6 +572,7 @@ class SuiteState:
         out.top, out.leader = self.top, self.leader
         out.pooled = {h: list(v) for h, v in self.pooled.items()}
         out.cells = dict(self.cells)
+        out.day_runs = dict(self.day_runs)
         out.pairs = {h: {j: list(v) for j, v in p.items()} for h, p in self.pairs.items()}
         out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
         out._ends, out._s, out._s_valid = list(self._ends), list(self._s), self._s_valid
@@ -553,8 +589,18 @@ def _term(units: int) -> int:
 
 
 def _accumulate(into: list[int], values: Evidence | list[int]) -> None:
-    for i, v in enumerate(values):
-        into[i] += v
+    """`values` into `into`, as many as it holds (a cell's evidence alone into evidence)."""
+    for i in range(len(into)):
+        into[i] += values[i]
+
+
+def _weight(runs: int, minutes: int) -> int:
+    """A change point's weight: the runs of the period with runs before it (an hour or a day of
+    `minutes`), at most RUNS_PER_MINUTE a minute, at least 1. A change point stands for a change
+    at any of those runs, so the false-page budget, counted in runs, is spent per run; each run
+    weighs in one change point at most, so a statistic's mean stays at most the runs it has seen
+    (docs/statistics.md, 'Suites': why counts of runs, not their outcomes)."""
+    return max(1, min(runs, RUNS_PER_MINUTE * minutes))
 
 
 def _exp(units: int) -> float:

@@ -4,6 +4,7 @@ incarnation and sequence, retirement, and pages for a regression of every experi
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -16,6 +17,8 @@ from stream_app.core.suite_evidence import SIZE, SuiteFeed
 from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, SuiteRun
 from stream_app.core.suite_state import (
     HOUR_US,
+    RUNS,
+    SPARSE_PI,
     WINDOW_HOURS,
     ExperimentShare,
     SuiteState,
@@ -85,7 +88,9 @@ def same(a: SuiteState, b: SuiteState) -> None:
     assert a.to_state() == b.to_state()
     assert a.status(DESIGN) == b.status(DESIGN)  # first: it makes what a removal left stale
     assert a.pairs == b.pairs
+    assert a.day_runs == b.day_runs
     assert a._pooled_statistics(1e9) == b._pooled_statistics(1e9)
+    assert a._sparse_statistics(1e9) == b._sparse_statistics(1e9)
 
 
 def test_the_state_does_not_depend_on_how_experiments_interleave() -> None:
@@ -227,6 +232,10 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
         lambda d: d["h"][0].__setitem__(1, (d["n"] + 1) * MAX_EVIDENCE_UNITS),
         lambda d: d["h"][0].__setitem__(0, -1),
         lambda d: d["h"][0].__setitem__(0, 2**63 // HOUR_US),
+        lambda d: d["h"][0].__setitem__(-1, 0),  # an hour of no runs
+        lambda d: d["h"][0].__setitem__(-1, d["n"] + 1),
+        lambda d: d["h"][1].__setitem__(-1, d["n"] - d["h"][0][-1] + 1),  # more than all runs
+        lambda d: d["h"][0].__setitem__(1, (d["h"][0][-1] + 1) * MAX_EVIDENCE_UNITS),
     ],
 )
 def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:
@@ -240,6 +249,102 @@ def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:
     change(data)
     with pytest.raises(ValueError, match="share"):
         ExperimentShare.from_state(data)
+
+
+def by_definition(state: SuiteState) -> tuple[list[list[float]], list[list[float]]]:
+    """Both statistics at every end hour, from the shares as docs/statistics.md defines them:
+    a sum over change points (the window's hours with runs; its whole days with runs) of the
+    change point's weight, the runs of the hour (day) with runs before it at most one a minute,
+    1 for the first, times the evidence since it (the sparse one: per experiment, 1 - pi + pi
+    e^L)."""
+    assert state.top is not None
+    cells = {
+        (name, h): c
+        for name, s in state.shares.items()
+        for h, c in s.hours.items()
+        if state.top - WINDOW_HOURS < h <= state.top + 24
+    }
+    hours = sorted({h for _, h in cells})
+    first_day = state.top // 24 - 13
+
+    def runs(hs: set[int] | list[int]) -> int:
+        return sum(c[RUNS] for (_, h), c in cells.items() if h in hs)
+
+    def log_e(names: set[str], start: int, end: int, i: int) -> float:
+        return sum(c[i] for (n, h), c in cells.items() if n in names and start <= h <= end) / 2**32
+
+    pooled = []
+    for end in hours:
+        weights = [1] + [max(1, min(runs([h]), 60)) for h in hours[:-1]]
+        pooled.append(
+            [
+                sum(
+                    w * math.exp(log_e(set(state.shares), h, end, i))
+                    for w, h in zip(weights, hours, strict=False)
+                    if h <= end
+                )
+                for i in range(SIZE)
+            ]
+        )
+    days = sorted({h // 24 for h in hours if h // 24 >= first_day})
+    sparse = []
+    for end in (h for h in hours if h // 24 >= first_day):
+        total = [0.0] * SIZE
+        for k, j in enumerate(d for d in days if d <= end // 24):
+            w = (
+                1
+                if not k
+                else max(1, min(runs({h for h in hours if h // 24 == days[k - 1]}), 1440))
+            )
+            for i in range(SIZE):
+                product = 1.0
+                for name in state.shares:
+                    product *= 1 - SPARSE_PI + SPARSE_PI * math.exp(log_e({name}, 24 * j, end, i))
+                total[i] += w * product
+        sparse.append(total)
+    return pooled, sparse
+
+
+def test_the_statistics_are_what_their_definition_says() -> None:
+    """Kept run by run, as the worker does, both statistics equal the sums over change points
+    docs/statistics.md states, each change point weighing the runs before it."""
+    streams = streams_of(12, 5, 16, fall_on=12)
+    state = suite_of(streams, random.Random(3))
+    # a busy hour: its next hour's change point weighs 60, not its 90 runs
+    at = 15 * DAY_US + 20 * HOUR_US
+    for k in range(90):
+        state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE))
+    state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE))
+    pooled, sparse = by_definition(state)
+    kept = state._pooled_statistics(1e300), state._sparse_statistics(1e300)
+    for got, want, rel in zip(kept, (pooled, sparse), (1e-9, 1e-6), strict=True):
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert a == pytest.approx(b, rel=rel)
+    # with no evidence at all, a statistic is its change points' weights: the runs before
+    calm = SuiteState()
+    for hour in range(3):
+        for k in range(100):
+            for name in ("a", "b"):
+                calm.add(name, SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE))
+    assert [r[0] for r in calm._pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
+
+
+def test_shares_stored_before_hours_kept_counts_load_with_one_run_an_hour() -> None:
+    """A share stored by the release before counts: each hour one run, the fewest, so that its
+    change points weigh the least; nothing is refused."""
+    [(name, stream)] = streams_of(8, 1, 3, fall_on=None)
+    state = SuiteState()
+    for run in stream:
+        state.add(name, run)
+    data = state.shares[name].to_state()
+    assert all(row[-1] == 5 for row in data["h"])  # 5 runs a night, in one hour
+    old = {**data, "h": [row[:-1] for row in data["h"]]}
+    loaded = ExperimentShare.from_state(old)
+    assert all(cell[RUNS] == 1 for cell in loaded.hours.values())
+    assert {h: c[:RUNS] for h, c in loaded.hours.items()} == {
+        h: c[:RUNS] for h, c in state.shares[name].hours.items()
+    }
 
 
 def test_a_copy_and_its_original_change_apart() -> None:
