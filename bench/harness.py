@@ -286,6 +286,15 @@ class Nightly:
             if u < 0.15:
                 return rnd.betavariate(1, 30)
             return rnd.betavariate(30, 1) if u < 0.45 else rnd.betavariate(4, 1)
+        if kind == "beta-3-3":
+            return rnd.betavariate(3, 3)
+        if kind == "half-near-0-1":  # a quarter near 0, a quarter near 1, the rest uniform
+            u = rnd.random()
+            if u < 0.25:
+                return rnd.betavariate(1, 20)
+            return rnd.betavariate(20, 1) if u < 0.5 else rnd.random()
+        if kind == "beta-half":  # U-shaped: most tasks near 0 or 1
+            return rnd.betavariate(0.5, 0.5)
         if kind == "zero-one":
             return spread_rate(rnd)
         raise ValueError(f"unknown base rates {kind!r}")
@@ -533,20 +542,36 @@ def _moved(shape: Nightly, changes: dict[str, Any]) -> Nightly:
 
 def held_out() -> list[Row]:
     """The targets on shapes not tuned on (seeds 5000+)."""
+    return held_out_rows(HELD_OUT, 5000)
+
+
+FRESH: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "Beta(3, 3) base rates, drop on night 8, epoch-major nights",
+        {"rates": "beta-3-3", "change": 8, "order": "epoch"},
+    ),
+    (
+        "half near 0/1 (25 % ~5 %, 25 % ~95 %, rest uniform), shuffled, night 25",
+        {"rates": "half-near-0-1", "change": 25, "order": "shuffled"},
+    ),
+    (
+        "U-shaped Beta(0.5, 0.5) base rates, T1 first, night 16",
+        {"rates": "beta-half", "change": 16, "t1_first": True},
+    ),
+)
+"""Held out a second time: written after the change points came to weigh their runs (the change
+made after the near-0/1 row of HELD_OUT missed), and run once, as they are."""
+
+
+def held_out_rows(shapes: Sequence[tuple[str, dict[str, Any]]], seed: int) -> list[Row]:
+    """Each shape's two targets (seeds `seed` + 200 a shape, + 100 for a quarter)."""
     rows = []
-    for i, (label, changes) in enumerate(HELD_OUT):
-        seed = 5000 + 200 * i
+    for i, (label, changes) in enumerate(shapes):
+        every, quarter = _moved(ALL, changes), _moved(QUARTER, changes)
+        at = seed + 200 * i
+        rows.append(nightly_row(f"{label}: every task x0.33", every, at, 400, ALL_TARGET))
         rows.append(
-            nightly_row(f"{label}: every task x0.33", _moved(ALL, changes), seed, 400, ALL_TARGET)
-        )
-        rows.append(
-            nightly_row(
-                f"{label}: a quarter x0.2",
-                _moved(QUARTER, changes),
-                seed + 100,
-                2000,
-                QUARTER_TARGET,
-            )
+            nightly_row(f"{label}: a quarter x0.2", quarter, at + 100, 2000, QUARTER_TARGET)
         )
     return rows
 
@@ -639,6 +664,13 @@ def sections(sizes: Sizes) -> dict[str, Section]:
             held_out(),
             sizes.suites,
         ),
+        "fresh": Section(
+            f"Held out a second time (written after the last change to the design, run once): "
+            f"the same targets, 40 tasks, 5 runs a task and tier a night; {sizes.suites} "
+            "suite(s) a row, columns as above:",
+            held_out_rows(FRESH, 9000),
+            sizes.suites,
+        ),
         "beyond": Section(
             f"Beyond the targets, for the record: 3 runs a night, and a mix where 45 % of the "
             f"tasks pass always or never (the odds of passing cannot change there, so only the "
@@ -658,7 +690,7 @@ def sections(sizes: Sizes) -> dict[str, Section]:
 
 def main(argv: list[str]) -> int:
     """Print the sections asked for."""
-    names = ("shapes", "tuned", "heldout", "beyond", "nightly")
+    names = ("shapes", "tuned", "heldout", "fresh", "beyond", "nightly")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="fewer streams a row")
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
