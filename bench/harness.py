@@ -269,6 +269,9 @@ class Nightly:
     share: float = 1.0
     order: str = "task"
     t1_first: bool = False
+    fail_minutes: int = 2
+    """How long a failing run takes; a passing one takes 2 minutes, and each run starts when the
+    one before it ends."""
 
     def base_rate(self, rnd: random.Random) -> float:
         """A task's base pass rate."""
@@ -326,7 +329,7 @@ def nightly(seed: int, shape: Nightly) -> Outcome:
     for night in range(shape.nights):
         dropped = shape.change is not None and night >= shape.change
         at = START + timedelta(days=night, hours=1)
-        for k, (task, tier) in enumerate(shape.night(rnd)):
+        for task, tier in shape.night(rnd):
             p0 = base[task]
             p = regressed(p0, shape.odds) if dropped and tier == "T1" and task in fell else p0
             passed = rnd.random() < p
@@ -339,9 +342,10 @@ def nightly(seed: int, shape: Nightly) -> Outcome:
                     tier=tier,
                     subtest="00",
                     passed=passed,
-                    completed=at + timedelta(minutes=2 * k),
+                    completed=at,
                 )
             )
+            at += timedelta(minutes=2 if passed else shape.fail_minutes)
             if dropped and tier == "T1":
                 fell_lines.append(len(lines))
                 oracle.step(p0, p, passed)
@@ -628,6 +632,13 @@ def stationary_rows() -> list[Row]:
         ),
         nightly_row(
             "nightly, Beta(2, 1)", Nightly(nights=60, rates="beta-2-1"), 750, 0, (None, None)
+        ),
+        nightly_row(
+            "nightly, Beta(7, 3), a failing run taking 3 times a passing one's 2 minutes",
+            Nightly(nights=60, fail_minutes=6),
+            800,
+            0,
+            (None, None),
         ),
     ]
 

@@ -48,8 +48,8 @@ RUNS: Final = SIZE
 CELL: Final = SIZE + 1
 RUNS_PER_MINUTE: Final = 1
 """The most runs a change point weighs per minute of the period before it: the statistics' floor,
-their value with no evidence at all, stays at most a run a minute through the window (20,160),
-far below either threshold, however busy the suite."""
+their value with no evidence at all, stays at most a run a minute through the window and the day
+ahead (21,541 pooled, 20,161 sparse), far below either threshold, however busy the suite."""
 _MAX_LOG: Final = 700.0
 _LIMIT: Final = 2**63
 
@@ -111,11 +111,12 @@ class ExperimentShare:
             raise ValueError("suite share has bad earlier incarnations")
         if not isinstance(rows, list) or len(rows) > min(runs, WINDOW_HOURS):
             raise ValueError("suite share has more hours than runs or its window")
+        if bool(rows) != bool(runs):
+            raise ValueError("suite share has runs and no hours, or hours and no runs")
+        legacy = bool(rows) and all(isinstance(r, list) and len(r) == CELL for r in rows)
         hours: dict[int, list[int]] = {}
         for stored in rows:
-            row = stored
-            if isinstance(row, list) and len(row) == CELL:  # stored before hours kept counts
-                row = [*row, 1]  # one run: the fewest, so its change points weigh the least
+            row = _counted(stored) if legacy else stored
             if (
                 not isinstance(row, list)
                 or len(row) != CELL + 1
@@ -580,6 +581,17 @@ class SuiteState:
         return out
 
 
+def _counted(row: Any) -> Any:
+    """A share's hour as stored before hours kept their run count: with the fewest runs that
+    make its evidence (each run's at most MAX_EVIDENCE_UNITS either way), at least 1, so that
+    its change points weigh the least any history gives them."""
+    values = row[1:]
+    if not all(is_integer(v) for v in values):
+        return row  # refused as it is
+    most = max((abs(v) for v in values), default=0)
+    return [*row, max(1, -(-most // MAX_EVIDENCE_UNITS))]
+
+
 def _term(units: int) -> int:
     """log(1 - pi + pi e^L) of an experiment's log evidence L, floored in fixed point."""
     log_e = min(units / LOG_UNIT, _MAX_LOG)
@@ -596,10 +608,11 @@ def _accumulate(into: list[int], values: Evidence | list[int]) -> None:
 
 def _weight(runs: int, minutes: int) -> int:
     """A change point's weight: the runs of the period with runs before it (an hour or a day of
-    `minutes`), at most RUNS_PER_MINUTE a minute, at least 1. A change point stands for a change
-    at any of those runs, so the false-page budget, counted in runs, is spent per run; each run
-    weighs in one change point at most, so a statistic's mean stays at most the runs it has seen
-    (docs/statistics.md, 'Suites': why counts of runs, not their outcomes)."""
+    `minutes`), at most RUNS_PER_MINUTE a minute, at least 1. The change point stands for a
+    change at any of those runs, so the false-page budget, counted in runs, is spent per run;
+    each run weighs in one change point at most, so a statistic's mean stays at most the runs
+    it has seen, as long as how many runs an hour brings does not depend on their outcomes
+    (failing runs that take longer break that: docs/statistics.md, 'Suites')."""
     return max(1, min(runs, RUNS_PER_MINUTE * minutes))
 
 

@@ -236,6 +236,7 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
         lambda d: d["h"][0].__setitem__(-1, d["n"] + 1),
         lambda d: d["h"][1].__setitem__(-1, d["n"] - d["h"][0][-1] + 1),  # more than all runs
         lambda d: d["h"][0].__setitem__(1, (d["h"][0][-1] + 1) * MAX_EVIDENCE_UNITS),
+        lambda d: d.update(h=[]),  # runs, and no hour with them
     ],
 )
 def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:
@@ -345,6 +346,17 @@ def test_shares_stored_before_hours_kept_counts_load_with_one_run_an_hour() -> N
     assert {h: c[:RUNS] for h, c in loaded.hours.items()} == {
         h: c[:RUNS] for h, c in state.shares[name].hours.items()
     }
+    # an hour of many runs whose evidence is beyond one run's: as many runs as it takes to make
+    # it, so that it loads, and loads again as stored
+    hour = old["h"][0][0]
+    busy = {**old, "n": old["n"] + 400, "h": [[hour, *[-2_500 * 2**32] * SIZE], *old["h"][1:]]}
+    loaded = ExperimentShare.from_state(busy)
+    assert loaded.hours[hour][RUNS] == 3
+    assert ExperimentShare.from_state(loaded.to_state()) == loaded
+    # rows of both formats in one share: no release stores that
+    mixed = {**data, "h": [data["h"][0], *old["h"][1:]]}
+    with pytest.raises(ValueError, match="share"):
+        ExperimentShare.from_state(mixed)
 
 
 def test_a_copy_and_its_original_change_apart() -> None:
