@@ -17,6 +17,7 @@ from stream_app.core.suite_evidence import SIZE, SuiteFeed
 from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, SuiteRun
 from stream_app.core.suite_state import (
     HOUR_US,
+    POOLED_SHARE,
     RUNS,
     SPARSE_PI,
     WINDOW_HOURS,
@@ -43,7 +44,7 @@ def experiment_runs(
 ) -> Stream:
     """One experiment's runs in its own order, 5 a night a minute apart from 01:00 and
     `offset_s`, through its tier's suite feed."""
-    feed, out = SuiteFeed(), []
+    feed, out = SuiteFeed(), list[SuiteRun]()
     for night in range(nights):
         p = pass_rate
         if fall_on is not None and night >= fall_on:
@@ -89,8 +90,9 @@ def same(a: SuiteState, b: SuiteState) -> None:
     assert a.status(DESIGN) == b.status(DESIGN)  # first: it makes what a removal left stale
     assert a.pairs == b.pairs
     assert a.day_runs == b.day_runs
-    assert a._pooled_statistics(1e9) == b._pooled_statistics(1e9)
-    assert a._sparse_statistics(1e9) == b._sparse_statistics(1e9)
+    pooled, sparse = DESIGN.threshold / POOLED_SHARE, DESIGN.threshold / (1 - POOLED_SHARE)
+    assert a._pooled_statistics(pooled) == b._pooled_statistics(pooled)  # status's, kept
+    assert a._sparse_statistics(sparse) == b._sparse_statistics(sparse)
 
 
 def test_the_state_does_not_depend_on_how_experiments_interleave() -> None:
