@@ -15,8 +15,10 @@ Every run is a `run-completed` event; each simulated stream is one `stream-app b
   them (x0.2) on night 20;
 - `heldout`: the same targets on shapes not tuned on: other base rates, a drop while references
   are young, tasks in another order each night, epoch-major nights, T1 before T0;
+- `fresh`: the same targets on a second set of shapes, written after the last change to the
+  design (the suite's change points weighing their runs) and run once;
 - `beyond`: shapes outside the targets (3 runs a night; tasks that cannot fall), for the record;
-- `nightly`: stationary nightly suites.
+- `nightly`: stationary nightly suites, one run back to back with failing runs taking longer.
 
 Seeds are fixed: the same command prints the same figures on any machine.
 """
