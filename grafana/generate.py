@@ -13,8 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DATASOURCE_UID = "evalstream-prometheus"
-DS = {"type": "prometheus", "uid": DATASOURCE_UID}
+PROVISIONED_UID = "evalstream-prometheus"
+"""The compose stack's Prometheus (grafana/provisioning/): the datasource variable's default."""
+DS = {"type": "prometheus", "uid": "${datasource}"}
+"""Every panel, query, selector and annotation reads the `datasource` variable, so that the
+dashboard imports into any Grafana and the viewer picks the Prometheus."""
 OUT = Path(__file__).parent / "dashboards"
 SEL = 'experiment=~"$experiment", tier=~"$tier"'
 EXP = 'experiment=~"$experiment"'
@@ -756,7 +759,7 @@ def overview() -> dict[str, Any]:
         "timezone": "browser",
         "schemaVersion": 38,
         "version": 1,
-        "editable": True,
+        "editable": False,  # generated: edit grafana/generate.py
         "refresh": "10s",
         "time": {"from": "now-3h", "to": "now"},
         "templating": {"list": variables()},
@@ -804,9 +807,30 @@ def variable(name: str, label: str, query: str, include_all: bool = True) -> dic
     }
 
 
+def datasource_variable() -> dict[str, Any]:
+    """The Prometheus every query reads: the provisioned one unless the viewer picks another
+    (where it does not exist, Grafana falls back to its default Prometheus)."""
+    return {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {"selected": False, "text": "Prometheus", "value": PROVISIONED_UID},
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "refresh": 1,
+        "regex": "",
+        "skipUrlSync": False,
+    }
+
+
 def variables() -> list[dict[str, Any]]:
-    """The selectors every panel's query filters on: experiments, then their tiers."""
+    """The datasource, then the selectors every panel's query filters on: experiments, then
+    their tiers."""
     return [
+        datasource_variable(),
         variable(
             "experiment",
             "Experiment",

@@ -107,7 +107,7 @@ def all_queries() -> list[str]:
         for panel in board["panels"]:
             queries += [t["expr"] for t in panel.get("targets", [])]
         queries += [a["expr"] for a in board["annotations"]["list"]]
-        for var in board["templating"]["list"]:
+        for var in (v for v in board["templating"]["list"] if v["type"] == "query"):
             inner = re.fullmatch(r"label_values\((.*), *\w+\)", var["query"]["query"])
             assert inner, var
             queries.append(inner.group(1))

@@ -76,7 +76,9 @@ def dashboard_queries() -> list[str]:
         for panel in board["panels"]:
             queries += [t["expr"] for t in panel.get("targets", [])]
         queries += [a["expr"] for a in board["annotations"]["list"] if "expr" in a]
-        queries += [v["query"]["query"] for v in board["templating"]["list"]]
+        queries += [
+            v["query"]["query"] for v in board["templating"]["list"] if v["type"] == "query"
+        ]
     return queries
 
 
@@ -168,17 +170,43 @@ def test_dashboards_are_generated_and_current() -> None:
     assert [p.name for p in DASHBOARDS] == sorted(generator.render())
 
 
-def test_every_panel_uses_the_provisioned_datasource() -> None:
+def _datasources(node: object) -> list[object]:
+    """Every `datasource` a dashboard's JSON names, anywhere in it."""
+    if isinstance(node, dict):
+        found = [node["datasource"]] if "datasource" in node else []
+        return found + [d for v in node.values() for d in _datasources(v)]
+    if isinstance(node, list):
+        return [d for v in node for d in _datasources(v)]
+    return []
+
+
+def test_dashboards_import_into_any_grafana() -> None:
+    """What Grafana's dashboard linter checks (its template-datasource, panel-datasource and
+    uneditable-dashboard rules): one datasource variable, `datasource` of type prometheus, that
+    every panel, query, selector and annotation uses, no fixed datasource uid, and a dashboard
+    that is not editable in the UI (it is generated). Its default is the provisioned source."""
     provisioned = yaml.safe_load(
         (REPO / "grafana/provisioning/datasources/prometheus.yml").read_text()
     )
     uids = {d["uid"] for d in provisioned["datasources"]}
-    used = set()
     for path in DASHBOARDS:
-        text = path.read_text()
-        used |= set(re.findall(r'"uid": "([^"]+)"', text)) - {json.loads(text)["uid"]}
-    assert used
-    assert used <= uids
+        board = json.loads(path.read_text())
+        [variable] = [v for v in board["templating"]["list"] if v["type"] == "datasource"]
+        assert (variable["name"], variable["label"], variable["query"]) == (
+            "datasource",
+            "Data source",
+            "prometheus",
+        )
+        assert variable["current"]["value"] in uids
+        used = _datasources({k: v for k, v in board.items() if k != "templating"})
+        used += _datasources([v for v in board["templating"]["list"] if v is not variable])
+        assert len(used) > 50
+        assert all(d == {"type": "prometheus", "uid": "${datasource}"} for d in used), {
+            json.dumps(d) for d in used
+        }
+        panels = [p for p in board["panels"] if p["type"] != "row"]
+        assert all(p.get("datasource") for p in panels)
+        assert board["editable"] is False
 
 
 def test_every_metric_a_query_names_exists() -> None:
@@ -210,7 +238,7 @@ def test_dashboard_has_the_promised_panels() -> None:
         "Consumer lag",
     ]:
         assert title in titles
-    assert {v["name"] for v in board["templating"]["list"]} == {"experiment", "tier"}
+    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "experiment", "tier"]
     grade = next(p for p in board["panels"] if p["title"] == "Grade of $tier")
     assert grade["repeat"] == "tier"
     letters = grade["fieldConfig"]["defaults"]["mappings"][0]["options"]
