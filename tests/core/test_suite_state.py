@@ -333,9 +333,10 @@ def test_the_statistics_are_what_their_definition_says() -> None:
     assert [r[0] for r in calm._pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
 
 
-def test_shares_stored_before_hours_kept_counts_load_with_one_run_an_hour() -> None:
-    """A share stored by the release before counts: each hour one run, the fewest, so that its
-    change points weigh the least; nothing is refused."""
+def test_shares_stored_before_hours_kept_counts_load_with_the_fewest_runs() -> None:
+    """A share stored by the release before counts: each hour with the fewest runs that make
+    its evidence (one, unless its evidence is beyond one run's), so that its change points weigh
+    the least; nothing a real history stored is refused."""
     [(name, stream)] = streams_of(8, 1, 3, fall_on=None)
     state = SuiteState()
     for run in stream:
