@@ -179,8 +179,6 @@ class SuiteState:
         self.cells: dict[int, int] = {}
         """How many experiments have evidence at each hour of `pooled`."""
         self.days: dict[str, dict[int, list[int]]] = {}
-        self.day_runs: dict[int, int] = {}
-        """The runs of each of the window's whole days (the sparse change points' weights)."""
         self.pairs: dict[int, dict[int, list[int]]] = {}
         """For each end hour (an hour with evidence, on the window's whole days) and change
         day j up to its day: the experiments' sparse terms of their evidence since j, summed."""
@@ -295,7 +293,6 @@ class SuiteState:
         self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
         self.cells = {h: n for h, n in self.cells.items() if self._in_window(h)}
         self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
-        self.day_runs = {d: n for d, n in self.day_runs.items() if d >= first}
         self._ends = [h for h in self._ends if h // 24 >= first and self._in_window(h)]
         self.pairs = {h: {j: v for j, v in self.pairs[h].items() if j >= first} for h in self._ends}
         self._r_valid, self._s, self._s_valid = None, [], 0
@@ -338,9 +335,6 @@ class SuiteState:
             return
         days = self.days.setdefault(experiment, {})
         _accumulate(days.setdefault(day, [0] * CELL), delta)
-        runs = self.day_runs[day] = self.day_runs.get(day, 0) + delta[RUNS]
-        if not runs:
-            del self.day_runs[day]
         pending = self._pending.setdefault(experiment, {})
         _accumulate(pending.setdefault(hour, [0] * SIZE), delta)
 
@@ -430,7 +424,6 @@ class SuiteState:
         self.leader = clocks[-1] if clocks else None
         self.top = clocks[-2][0] if len(clocks) > 1 else None
         self.pooled, self.cells, self.days, self.pairs = {}, {}, {}, {}
-        self.day_runs = {}
         self._r_valid, self._ends, self._s, self._s_valid = None, [], [], 0
         self._pending = {}
         if self.top is None:
@@ -445,8 +438,6 @@ class SuiteState:
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     if hour // 24 >= first:
                         _accumulate(days.setdefault(hour // 24, [0] * CELL), values)
-                        day = hour // 24
-                        self.day_runs[day] = self.day_runs.get(day, 0) + values[RUNS]
                         mine.setdefault(name, []).append((hour, values))
             self.days[name] = days
         self._ends = sorted(h for h in self.pooled if h // 24 >= first)
@@ -539,14 +530,17 @@ class SuiteState:
         cap = threshold * len(FALLS)
         del self._s[self._s_valid :]
         first = self._first_day() if self._ends else 0
+        day_runs: dict[int, int] = {}  # the runs of each of the window's whole days
+        for hour, cell in self.pooled.items():
+            if hour // 24 >= first:
+                day_runs[hour // 24] = day_runs.get(hour // 24, 0) + cell[RUNS]
         for end in self._ends[self._s_valid :]:
             total = [0.0] * SIZE
             before: int | None = None  # the last day with runs before j
             for j in range(first, end // 24 + 1):
-                runs = self.day_runs.get(j)
-                if runs is None:
+                if j not in day_runs:
                     continue  # no change point: its evidence since is the next day's
-                w = 1 if before is None else _weight(self.day_runs[before], 24 * 60)
+                w = 1 if before is None else _weight(day_runs[before], 24 * 60)
                 before = j
                 pair = self.pairs[end][j]
                 for i in range(SIZE):
@@ -573,7 +567,6 @@ class SuiteState:
         out.top, out.leader = self.top, self.leader
         out.pooled = {h: list(v) for h, v in self.pooled.items()}
         out.cells = dict(self.cells)
-        out.day_runs = dict(self.day_runs)
         out.pairs = {h: {j: list(v) for j, v in p.items()} for h, p in self.pairs.items()}
         out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
         out._ends, out._s, out._s_valid = list(self._ends), list(self._s), self._s_valid

@@ -89,7 +89,6 @@ def same(a: SuiteState, b: SuiteState) -> None:
     assert a.to_state() == b.to_state()
     assert a.status(DESIGN) == b.status(DESIGN)  # first: it makes what a removal left stale
     assert a.pairs == b.pairs
-    assert a.day_runs == b.day_runs
     pooled, sparse = DESIGN.threshold / POOLED_SHARE, DESIGN.threshold / (1 - POOLED_SHARE)
     assert a._pooled_statistics(pooled) == b._pooled_statistics(pooled)  # status's, kept
     assert a._sparse_statistics(sparse) == b._sparse_statistics(sparse)
