@@ -401,7 +401,9 @@ def suite_gauge(name: str, selector: str = "", by: str = "suite, tier") -> str:
 
 
 def suites_table(lay: Layout) -> dict[str, Any]:
-    """Every suite tier: whether it pages, each detector's evidence, what it counts."""
+    """Every suite tier: whether it pages, its pass rate and difference from the baseline with
+    the difference's interval and the experiments it covers, each detector's evidence, what it
+    counts."""
     evidence = {
         "unit": "none",
         "decimals": 2,
@@ -412,11 +414,20 @@ def suites_table(lay: Layout) -> dict[str, Any]:
         lay,
         "Suites",
         "Every suite (all experiments of one agent: the events' suite, or their model) per tier: "
-        "DROPPED while its detectors' page is in effect (SuiteTierDropped), each detector's "
-        "evidence as a fraction of its threshold (1 pages), and the experiments and runs it "
-        "counts. A suite of one experiment never pages (its tiers' own TierDropped does).",
+        "DROPPED while its detectors' page is in effect (SuiteTierDropped); its pass rate, the "
+        "mean of its experiments' (each weighing the same); its pass rate minus the baseline's, "
+        "paired by experiment, with the interval (low, high) that holds at every look, all of a "
+        "suite's tiers at once, over the experiments paired so far (paired; for the baseline, "
+        "those it ran in); each detector's evidence as a fraction of its threshold (1 pages), "
+        "and the experiments and runs it counts. A suite of one experiment never pages (its "
+        "tiers' own TierDropped does).",
         {
             "state": suite_gauge("dropped"),
+            "pass rate": suite_gauge("pass_rate", 'bound="estimate"'),
+            "vs baseline": suite_gauge("pass_rate_difference", 'bound="estimate"'),
+            "low": suite_gauge("pass_rate_difference", 'bound="low"'),
+            "high": suite_gauge("pass_rate_difference", 'bound="high"'),
+            "paired": suite_gauge("experiments_paired"),
             "pass_rate evidence": suite_gauge("drop_evidence_ratio", 'detector="pass_rate"'),
             "score evidence": suite_gauge("drop_evidence_ratio", 'detector="score"'),
             "experiments": suite_gauge("experiments"),
@@ -424,13 +435,48 @@ def suites_table(lay: Layout) -> dict[str, Any]:
         },
         sort_by="state",
         descending=True,
+        width=24,
         field={"noValue": "no suite yet"},
         overrides=[
             by_name(
                 "state", {"mappings": SUITE_STATES, "custom.cellOptions": {"type": "color-text"}}
             ),
+            *(
+                by_name(name, {"unit": "percentunit", "decimals": 1})
+                for name in ("pass rate", "vs baseline", "low", "high")
+            ),
             by_name("pass_rate evidence", evidence),
             by_name("score evidence", evidence),
+        ],
+    )
+
+
+def suite_differences(lay: Layout) -> dict[str, Any]:
+    """Each suite tier's difference from the baseline over time, with its interval."""
+    thin = {"custom.lineWidth": 1, "custom.lineStyle": {"fill": "dash", "dash": [4, 4]}}
+    return timeseries(
+        lay,
+        "Suite pass rate vs baseline",
+        "Each suite tier's pass rate minus the baseline's, paired by experiment (each weighing "
+        "the same), in percentage points; the dashed lines are its interval, which holds at "
+        "every look, all of a suite's tiers at once, over the experiments paired so far. "
+        "Significant while both dashed lines lie on one side of 0.",
+        [
+            target(suite_gauge("pass_rate_difference", 'bound="estimate"'), "{{suite}} {{tier}}"),
+            target(
+                suite_gauge("pass_rate_difference", 'bound=~"low|high"', "suite, tier, bound"),
+                "{{suite}} {{tier}} {{bound}}",
+            ),
+        ],
+        unit="percentunit",
+        thresholds=steps("red", (0, "green")),
+        field={"decimals": 1, "noValue": "no suite tier paired with its baseline yet"},
+        custom={"thresholdsStyle": {"mode": "dashed"}},
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".* (low|high)$"},
+                "properties": [{"id": key, "value": value} for key, value in thin.items()],
+            }
         ],
     )
 
@@ -768,7 +814,13 @@ def overview() -> dict[str, Any]:
             # Where to look first among thousands: the worst and the dropped tiers, their count.
             *section(lay, "Across all experiments", lowest_grades, dropped_tiers, population),
             # An agent's fall across its experiments: the suites' own detectors.
-            *section(lay, "Suites (all experiments of an agent)", suites_table, suite_evidence),
+            *section(
+                lay,
+                "Suites (all experiments of an agent)",
+                suites_table,
+                suite_differences,
+                suite_evidence,
+            ),
             *grades(lay),
             # Which selected tiers dropped, and which differ significantly from their baseline.
             *section(

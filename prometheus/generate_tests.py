@@ -590,13 +590,7 @@ def suite_scrape(duration_s: int, begins_s: int, *, seed: int) -> tuple[Scraped,
 def _suite_entry(report: Any) -> Any:
     from stream_app.service.exporter import SuiteEntry
 
-    return SuiteEntry(
-        report.drop.dropped,
-        tuple(report.drop.evidence.items()),
-        report.experiments,
-        report.runs,
-        report.model_dump_json().encode(),
-    )
+    return SuiteEntry(report, report.model_dump_json().encode())
 
 
 def suite_alert(scraped: Scraped, at_s: int) -> dict[str, Any]:

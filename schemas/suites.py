@@ -1,4 +1,6 @@
-"""What a suite's tier shows: its drop detectors over every experiment of the suite."""
+"""What a suite's tier shows: its pass rate over the suite's experiments and its difference from
+the baseline paired by experiment, each with a confidence sequence, and its drop detectors over
+every experiment of the suite."""
 
 from __future__ import annotations
 
@@ -18,13 +20,55 @@ class SuiteDrop(BaseModel):
     )
 
 
+class SuiteEstimate(BaseModel):
+    """A suite figure and its confidence sequence (valid at every look)."""
+
+    model_config = OUTPUT_MODEL_CONFIG
+
+    estimate: float
+    low: float
+    high: float
+
+
+class SuiteDifference(SuiteEstimate):
+    """A tier's suite difference from the baseline."""
+
+    significant: bool = Field(description="The interval excludes 0.")
+
+
 class SuiteTier(BaseModel):
-    """One `(suite, tier)`: the suite is the events' `suite`, or their `model` without one."""
+    """One `(suite, tier)`: the suite is the events' `suite`, or their `model` without one. Its
+    intervals cover the experiments counted so far, not those still to come."""
 
     model_config = OUTPUT_MODEL_CONFIG
 
     suite: str
     tier: str
-    experiments: int = Field(description="Experiments with a share of it (until they retire).")
+    experiments: int = Field(
+        description="Experiments paired with the baseline (the difference's); for the baseline "
+        "tier, the experiments it has runs in."
+    )
     runs: int = Field(description="Runs counted, each once (a repeat is dropped).")
+    experiments_with_runs: int = Field(
+        description="Experiments with a share of it (until they retire): what its drop "
+        "detectors pool and its pass rate covers."
+    )
+    baseline_tier: str
+    pass_rate: SuiteEstimate | None = Field(
+        description="The mean over its experiments of its pass rate in each, each experiment "
+        "weighing the same; null until a run with an outcome (runs stored by a release before "
+        "outcomes were kept have none)."
+    )
+    pass_rate_difference: SuiteDifference | None = Field(
+        description="Its pass rate minus the baseline's, paired by experiment and by run: over "
+        "the experiments in which both have runs, the mean of the difference between the "
+        "tier's first m runs and the baseline's (m the fewer of the two), each experiment "
+        "weighing the same. All of a suite's differences hold at once with probability "
+        "difference_confidence. Null for the baseline tier, and until an experiment is paired."
+    )
+    difference_confidence: float = Field(
+        description="Simultaneous level of a suite's differences: each interval is at 1 - (1 - "
+        "difference_confidence) / m for the suite's m tiers paired with the baseline "
+        "(Bonferroni); each pass rate's interval is at difference_confidence."
+    )
     drop: SuiteDrop

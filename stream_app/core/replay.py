@@ -23,7 +23,8 @@ from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.suite_message import SuiteRun
-from stream_app.core.suite_state import HOUR_US, SuiteState, suite_tier
+from stream_app.core.suite_report import suite_reports
+from stream_app.core.suite_state import HOUR_US, SuiteState
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report
@@ -205,12 +206,21 @@ class Replay:
 
     def suite_tiers(self) -> list[SuiteTier]:
         """Every suite's tier, by suite then numeric tier."""
-        design = self.config.drop_design
-        keys = sorted(
-            (k for k, state in self.suites.items() if state.shares),  # all retired: withdrawn
-            key=lambda k: (k[0], tier_sort_key(k[1])),
-        )
-        return [suite_tier(suite, tier, self.suites[(suite, tier)], design) for suite, tier in keys]
+        by_suite: dict[str, dict[str, SuiteState]] = defaultdict(dict)
+        for (suite, tier), state in self.suites.items():
+            by_suite[suite][tier] = state
+        config = self.config
+        return [
+            report
+            for suite in sorted(by_suite)
+            for report in suite_reports(
+                suite,
+                by_suite[suite],
+                config.drop_design,
+                config.baseline_tier,
+                config.interval_confidence,
+            )
+        ]
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
         """Lines of a JSON-lines file; blank lines are skipped but still numbered."""

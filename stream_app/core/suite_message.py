@@ -1,7 +1,7 @@
 """What the windows hop tells the suite hop: a bundle of accepted runs of one `(suite, tier)`, each
-with its evidence and its place in its tier (incarnation and sequence: a repeat is dropped), or
-the experiments retired from it. As few messages per suite tier and batch as fit the broker's
-message limit."""
+with its evidence, its outcome and its place in its tier (incarnation and sequence: a repeat is
+dropped), or the experiments retired from it. As few messages per suite tier and batch as fit
+the broker's message limit."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from schemas.common import TIER_PATTERN
 from stream_app.core.stored_values import is_count, is_integer
 from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
 
-VERSION: Final = 2
+VERSION: Final = 3
 """Version 1 was one run per message, a bare array, with evidence measured against an
-estimated reference: it is still read, its run counted with no evidence."""
+estimated reference: it is still read, its run counted with no evidence. Version 2 runs had no
+outcome: they are still read, counted with no outcome (the suite's comparisons leave them out)."""
+_READ: Final = (2, VERSION)
 MAX_EVIDENCE_UNITS: Final = 1000 * LOG_UNIT
 """No run's log evidence is as large as 1000 nats: a message claiming more is not a run's."""
 _LIMIT: Final = 2**63
@@ -27,25 +29,38 @@ _TIER: Final = re.compile(TIER_PATTERN)
 @dataclass(frozen=True, slots=True)
 class SuiteRun:
     """One accepted run's share of its suite: its experiment, its tier's incarnation and the
-    tier's accepted runs counting it (`seq`), when it completed, and its evidence."""
+    tier's accepted runs counting it (`seq`), when it completed, its evidence, and whether it
+    passed (None: not told, a run of a version before outcomes)."""
 
     experiment_id: str
     epoch: int
     seq: int
     completed_at_us: int
     evidence: Evidence
+    passed: bool | None = None
 
     def row(self) -> list[Any]:
-        """The run as it travels in a bundle."""
-        return [self.experiment_id, self.epoch, self.seq, self.completed_at_us, list(self.evidence)]
+        """The run as it travels in a bundle (its outcome last, 1 for a pass, 0 else)."""
+        row = [self.experiment_id, self.epoch, self.seq, self.completed_at_us, list(self.evidence)]
+        return row if self.passed is None else [*row, int(self.passed)]
 
     @classmethod
-    def of_row(cls, row: Any, first: int = 1) -> SuiteRun:
+    def of_row(cls, row: Any, first: int = 1, version: int = VERSION) -> SuiteRun:
         """`row`'s inverse; raises ValueError when it is not one. `first`: the least incarnation
-        and sequence (version 1 runs have incarnation 0)."""
-        if not isinstance(row, list) or len(row) != 5:
-            raise ValueError("a suite run is [experiment, incarnation, sequence, time, evidence]")
-        experiment_id, epoch, seq, at, evidence = row
+        and sequence (version 1 runs have incarnation 0); a `version` 3 row may end with the
+        run's outcome, 0 or 1."""
+        sizes = (5, 6) if version >= 3 else (5,)
+        if not isinstance(row, list) or len(row) not in sizes:
+            raise ValueError(
+                "a suite run is [experiment, incarnation, sequence, time, evidence"
+                + (", outcome?]" if version >= 3 else "]")
+            )
+        experiment_id, epoch, seq, at, evidence, *outcome = row
+        passed = None
+        if outcome:
+            if type(outcome[0]) is not int or outcome[0] not in (0, 1):
+                raise ValueError("a suite run's outcome is 0 or 1")
+            passed = outcome[0] == 1
         if not _name(experiment_id):
             raise ValueError("a suite run needs its experiment")
         if not (_count(epoch, first) and _count(seq, 1) and _count(at, 0)):
@@ -54,7 +69,7 @@ class SuiteRun:
             raise ValueError(f"a suite run needs {SIZE} pieces of evidence")
         if not all(is_integer(v) and abs(v) <= MAX_EVIDENCE_UNITS for v in evidence):
             raise ValueError("a suite run's evidence is not integers in range")
-        return cls(experiment_id, epoch, seq, at, tuple(evidence))
+        return cls(experiment_id, epoch, seq, at, tuple(evidence), passed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +115,8 @@ class SuiteMessage:
             raise ValueError("a suite message nested too deep") from None
         if isinstance(data, list):
             return _version_1(data)
-        if not isinstance(data, dict) or type(data.get("v")) is not int or data["v"] != VERSION:
-            raise ValueError("not a suite message of version 2")
+        if not isinstance(data, dict) or type(data.get("v")) is not int or data["v"] not in _READ:
+            raise ValueError(f"not a suite message of version {' or '.join(map(str, _READ))}")
         if not set(data) <= {"v", "suite", "tier", "runs", "retired"}:
             raise ValueError("a suite message has unknown fields")
         suite, tier = data.get("suite"), data.get("tier")
@@ -112,7 +127,7 @@ class SuiteMessage:
             raise ValueError("a suite message's runs and retirements are lists")
         if not all(_name(e) for e in retired):
             raise ValueError("a suite message retires experiments by name")
-        runs = tuple(SuiteRun.of_row(row) for row in rows)
+        runs = tuple(SuiteRun.of_row(row, version=data["v"]) for row in rows)
         return cls(suite, tier, runs, tuple(retired))
 
 
@@ -152,7 +167,7 @@ def _version_1(data: list[Any]) -> SuiteMessage:
     suite, tier, experiment_id, seq, at, _ = data
     if not (_name(suite) and isinstance(tier, str) and _TIER.match(tier)):
         raise ValueError("a suite run needs its suite and tier")
-    run = SuiteRun.of_row([experiment_id, 0, seq, at, [0] * SIZE], first=0)
+    run = SuiteRun.of_row([experiment_id, 0, seq, at, [0] * SIZE], first=0, version=2)
     return SuiteMessage(suite, tier, (run,))
 
 

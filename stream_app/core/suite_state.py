@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from schemas.suites import SuiteDrop, SuiteTier
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
-from stream_app.core.keys import split_tier_key
 from stream_app.core.stored_values import is_count, is_integer
 from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
 from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, Retirement, SuiteItem, SuiteRun
+from stream_app.metrics.suite_comparison import Outcomes
 
 HOUR_US: Final = 3_600_000_000
 WINDOW_DAYS: Final = 14
@@ -57,9 +56,10 @@ _LIMIT: Final = 2**63
 @dataclass(slots=True)
 class ExperimentShare:
     """One experiment's share of its suite's tier, the suite table's record: its tier's
-    incarnation and the last sequence taken from it (a repeat is dropped), its runs, and per hour
+    incarnation and the last sequence taken from it (a repeat is dropped), its runs, per hour
     within WINDOW_HOURS of its newest their evidence summed and their count (a cell: CELL
-    numbers, the count last; `newest`: kept, not stored)."""
+    numbers, the count last; `newest`: kept, not stored), and the outcomes of the runs that
+    told one (the suite's comparisons)."""
 
     epoch: int = 0
     retired: tuple[int, ...] = ()
@@ -67,6 +67,7 @@ class ExperimentShare:
     runs: int = 0
     hours: dict[int, list[int]] = field(default_factory=dict)
     newest: int | None = field(default=None, compare=False)
+    outcomes: Outcomes = field(default_factory=Outcomes)
 
     def takes(self, run: SuiteRun) -> bool:
         """Whether `run` is new (then it is counted): a later sequence of the current
@@ -81,22 +82,28 @@ class ExperimentShare:
                 self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
         self.epoch, self.seq = run.epoch, run.seq
         self.runs += 1
+        if run.passed is not None:
+            self.outcomes = self.outcomes.add(run.passed)
         return True
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able (keys in a fixed order)."""
+        o = self.outcomes
         return {
             "e": self.epoch,
             "r": list(self.retired),
             "q": self.seq,
             "n": self.runs,
             "h": [[h, *self.hours[h]] for h in sorted(self.hours)],
+            "o": [o.runs, o.passes, o.spread],
         }
 
     @classmethod
     def from_state(cls, data: Any) -> ExperimentShare:
         """Load `to_state`'s output; raises ValueError when it is not one some runs make."""
-        if not isinstance(data, dict) or set(data) != {"e", "r", "q", "n", "h"}:
+        # a share stored before outcomes were kept has none ("o"): its runs are left out of the
+        # comparisons
+        if not isinstance(data, dict) or set(data) - {"o"} != {"e", "r", "q", "n", "h"}:
             raise ValueError("not an experiment's share of a suite")
         epoch, retired, seq, runs, rows = (data[k] for k in ("e", "r", "q", "n", "h"))
         if not all(is_count(v, _LIMIT - 1) for v in (epoch, seq, runs)):
@@ -133,7 +140,9 @@ class ExperimentShare:
             raise ValueError("suite share has hours outside its window")
         if sum(cell[RUNS] for cell in hours.values()) > runs:  # ints
             raise ValueError("suite share has more runs in its hours than in all")
-        return cls(epoch, tuple(retired), seq, runs, hours, max(hours) if hours else None)
+        outcomes = _outcomes(data.get("o", [0, 0, 0.0]), runs)
+        newest = max(hours) if hours else None
+        return cls(epoch, tuple(retired), seq, runs, hours, newest, outcomes)
 
     def copy(self) -> ExperimentShare:
         """An independent copy."""
@@ -144,6 +153,7 @@ class ExperimentShare:
             self.runs,
             {h: list(v) for h, v in self.hours.items()},
             self.newest,
+            self.outcomes,
         )
 
 
@@ -574,6 +584,20 @@ class SuiteState:
         return out
 
 
+def _outcomes(row: Any, most: int) -> Outcomes:
+    """A share's stored outcomes, of at most `most` runs; raises ValueError when no runs make
+    them (each run adds at most 1 to the spread, the first 1/4)."""
+    if not isinstance(row, list) or len(row) != 3:
+        raise ValueError("suite share's outcomes are [runs, passes, spread]")
+    runs, passes, spread = row
+    if not is_count(runs, most) or not is_count(passes, runs):
+        raise ValueError("suite share's outcomes have bad counts")
+    least = 0.25 if runs else 0.0
+    if type(spread) is not float or not least <= spread <= max(runs, least):
+        raise ValueError("suite share's outcomes have a spread no runs make")
+    return Outcomes(runs, passes, spread)
+
+
 def _counted(row: Any) -> Any:
     """A share's hour as stored before hours kept their run count: with the fewest runs that
     make its evidence (each run's at most MAX_EVIDENCE_UNITS either way), at least 1, so that
@@ -622,26 +646,15 @@ def _ratio(statistic: float, threshold: float) -> float:
     return min(1.0, math.log1p(statistic) / math.log1p(threshold))
 
 
-def suite_tier(suite: str, tier: str, state: SuiteState, design: DropDesign) -> SuiteTier:
-    """What a suite's tier shows (the suite hop's output, and `replay`'s "suites")."""
-    status = state.status(design)
-    return SuiteTier(
-        suite=suite,
-        tier=tier,
-        experiments=status.experiments,
-        runs=status.runs,
-        drop=SuiteDrop(dropped=status.dropped, evidence=status.evidence),
-    )
-
-
 def fold_suite_items(
     items: Iterable[tuple[str, SuiteItem]],
     load: Callable[[str], SuiteState | None],
     design: DropDesign,
-) -> FoldedBatch[str, SuiteState, str | None, SuiteTier]:
-    """Suite items (suite key, run or retirement) into their suites, each changed one reported
-    once; a repeat changes nothing. Each step names the experiment whose share it changed (to
-    store), None for none. The suite hop's fold."""
+) -> FoldedBatch[str, SuiteState, str | None, SuiteStatus]:
+    """Suite items (suite key, run or retirement) into their suites, each changed one's
+    detectors read once; a repeat changes nothing. Each step names the experiment whose share it
+    changed (to store), None for none. The suite hop's fold; what the suite's tiers show is made
+    from the states, all tiers of a suite together (`core.suite_report`)."""
 
     def step(state: SuiteState, item: SuiteItem) -> tuple[bool, str | None]:
         experiment = item.experiment_id
@@ -651,7 +664,7 @@ def fold_suite_items(
             changed = state.add(experiment, item)
         return changed, experiment if changed else None
 
-    def finish(key: str, state: SuiteState) -> SuiteTier:
-        return suite_tier(*split_tier_key(key), state, design)
+    def finish(key: str, state: SuiteState) -> SuiteStatus:
+        return state.status(design)
 
     return KeyedFold(load, lambda _: SuiteState(), SuiteState.copy, step, finish).run(list(items))

@@ -162,7 +162,12 @@ class TierState:
         if entry.suite in feed.suites:  # not for a run of a suite beyond the MAX_SUITES a tier
             # remembers (none could retire this experiment from it), nor one without a suite
             suite_run = SuiteRun(
-                self.experiment_id, feed.epoch, self.totals.runs, entry.completed_at_us, evidence
+                self.experiment_id,
+                feed.epoch,
+                self.totals.runs,
+                entry.completed_at_us,
+                evidence,
+                entry.pass_rate == 1.0,
             )
         try:
             aggregate = self.aggregate(config) if with_aggregate else None

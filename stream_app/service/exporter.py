@@ -92,41 +92,66 @@ SUITE_FAMILIES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (  # name,
         ("suite", "tier"),
     ),
     ("evalstream_suite_runs", "Runs the suite tier counted", ("suite", "tier")),
+    (
+        "evalstream_suite_experiments_paired",
+        "Experiments the suite tier's difference from the baseline covers (for the baseline, "
+        "the experiments it has runs in)",
+        ("suite", "tier"),
+    ),
+    (
+        "evalstream_suite_pass_rate",
+        "The suite tier's pass rate, each experiment weighing the same, with its interval "
+        "(bound), anytime",
+        ("suite", "tier", "bound"),
+    ),
+    (
+        "evalstream_suite_pass_rate_difference",
+        "The suite tier's pass rate minus the baseline's, paired by experiment, with its "
+        "interval (bound); a suite's differences hold all together, anytime",
+        ("suite", "tier", "bound"),
+    ),
 )
 
 
 class SuiteEntry(NamedTuple):
-    """What the worker keeps of a suite tier's latest report: its figures and its JSON as
+    """What the worker keeps of a suite tier's latest report: the report, and its JSON as
     published."""
 
-    dropped: bool
-    evidence: tuple[tuple[str, float], ...]
-    experiments: int
-    runs: int
+    report: SuiteTier
     json: bytes
 
 
 class SuiteCollector(Collector):
     """The latest report of every suite tier this worker owns, as gauges labelled `suite` and
-    `tier`: 5 series per suite tier (`dropped`, two `drop_evidence_ratio`, `experiments`,
-    `runs`). A suite is an agent, so there are few: the families are made at each scrape, from
-    a snapshot of the dict taken when it starts."""
+    `tier`: 12 series per suite tier (`dropped`, two `drop_evidence_ratio`, `experiments`,
+    `runs`, `experiments_paired`, and the three bounds of `pass_rate` and of
+    `pass_rate_difference`; 9 for the baseline). A suite is an agent, so there are few: the
+    families are made at each scrape, from a snapshot of the dict taken when it starts."""
 
     def __init__(self) -> None:
         self.suites: dict[tuple[str, str], SuiteEntry] = {}
 
     def collect(self) -> Iterator[Metric]:
-        """The four families, a sample per suite tier (per detector for the evidence)."""
-        dropped, evidence, experiments, runs = (
+        """The families, a sample per suite tier (per detector, per bound)."""
+        dropped, evidence, experiments, runs, paired, rate, difference = (
             GaugeMetricFamily(name, doc, labels=labels) for name, doc, labels in SUITE_FAMILIES
         )
         for (suite, tier), entry in list(self.suites.items()):
-            dropped.add_metric([suite, tier], int(entry.dropped))
-            for detector, ratio in entry.evidence:
+            report = entry.report
+            dropped.add_metric([suite, tier], int(report.drop.dropped))
+            for detector, ratio in report.drop.evidence.items():
                 evidence.add_metric([suite, tier, detector], ratio)
-            experiments.add_metric([suite, tier], entry.experiments)
-            runs.add_metric([suite, tier], entry.runs)
-        yield from (dropped, evidence, experiments, runs)
+            experiments.add_metric([suite, tier], report.experiments_with_runs)
+            runs.add_metric([suite, tier], report.runs)
+            paired.add_metric([suite, tier], report.experiments)
+            for family, figure in (
+                (rate, report.pass_rate),
+                (difference, report.pass_rate_difference),
+            ):
+                if figure is not None:
+                    for bound in ("estimate", "low", "high"):
+                        family.add_metric([suite, tier, bound], getattr(figure, bound))
+        yield from (dropped, evidence, experiments, runs, paired, rate, difference)
 
 
 class Exporter:
@@ -258,11 +283,7 @@ class Exporter:
     def set_suite(self, report: SuiteTier, raw: bytes | None = None) -> None:
         """Mirror a suite tier's latest report (`raw`: its JSON as published) in its gauges."""
         self.suites.suites[(report.suite, report.tier)] = SuiteEntry(
-            report.drop.dropped,
-            tuple(report.drop.evidence.items()),
-            report.experiments,
-            report.runs,
-            raw if raw is not None else report.model_dump_json().encode(),
+            report, raw if raw is not None else report.model_dump_json().encode()
         )
 
     def remove_suite(self, suite: str, tier: str) -> None:

@@ -17,11 +17,14 @@ from schemas.suites import SuiteTier
 from stream_app.core.keys import split_tier_key
 from stream_app.terminal.records import (
     NOT_SIGNIFICANT,
+    Compared,
     KafkaRecord,
     Kind,
     decode,
     difference_text,
+    experiments_paired,
     pass_rate_text,
+    suite_pass_rate_text,
 )
 from stream_app.terminal.text import printable
 
@@ -33,8 +36,8 @@ GRADE_WIDTH = 12  # "filling 9/10"; wider capacities push the row, not the grade
 EXPERIMENT_WIDTH = 14
 PASS_RATE_WIDTH = 19  # "100.0 [91.1, 100.0]"
 DIFFERENCE_WIDTH = 24  # "-33.3 [-100.0, +100.0] ~"; a wider one pushes the row
-SUITE_WIDTH = 24  # an agent's name: "claude-sonnet-4-5-20250929"
-SUITE_EXPERIMENTS_WIDTH = 15  # "999 experiments"
+SUITE_WIDTH = 18  # an agent's name, cut: "claude-sonnet-4-5-"
+SUITE_EXPERIMENTS_WIDTH = 22  # "999 experiments paired"
 SUITE_RUNS_WIDTH = 7
 
 
@@ -118,10 +121,20 @@ def _difference_cell(
 ) -> str:
     """The tier's cumulative pass rate minus the baseline's, right-aligned so that the numbers
     line up whether or not the `~` follows them; green or red when significant, dim when not."""
-    mark = len(NOT_SIGNIFICANT) + 1
-    if report is not None and tier == report.baseline_tier:
-        return f"{'baseline':>{width - mark}}{' ' * mark}"
+    baseline = report is not None and tier == report.baseline_tier
     difference = report.pass_rate_difference.get(tier) if report is not None else None
+    return _compared_cell(baseline, difference, paint, width)
+
+
+def _compared_cell(
+    baseline: bool, difference: Compared | None, paint: Paint, width: int = DIFFERENCE_WIDTH
+) -> str:
+    """The word baseline, "—" before there is a difference, else the difference right-aligned
+    so that the numbers line up whether or not the `~` follows them; green or red when
+    significant, dim when not."""
+    mark = len(NOT_SIGNIFICANT) + 1
+    if baseline:
+        return f"{'baseline':>{width - mark}}{' ' * mark}"
     if difference is None:  # no report yet, or the baseline has no run
         return f"{'—':>{width - mark}}{' ' * mark}"
     text = difference_text(difference)
@@ -155,7 +168,11 @@ def legend(level: float, capacity: int) -> list[str]:
 
 
 SUITE_LEGEND = (
-    "a suite is every experiment of one agent; DROPPED = its detectors paged (alert "
+    "a suite is every experiment of one agent; pass %: the mean of its experiments' pass rates, "
+    "each weighing the same.",
+    "vs baseline: paired by experiment (each tier's first runs, as many as the fewer has) over "
+    "those paired so far;",
+    "a suite's differences hold all at once. DROPPED = its detectors paged (alert "
     "SuiteTierDropped).",
     # A suite of one experiment never pages (core.suite_state.MIN_EXPERIMENTS): its tiers' own
     # detectors watch that experiment (TierDropped). Not imported: it would load the detectors.
@@ -193,20 +210,27 @@ def render_suites(state: LiveState, paint: Paint, colour: bool) -> list[str]:
     if not state.suites:
         return []
     columns = (
-        f"{'suite':<{SUITE_WIDTH}} {'tier':<4} {'experiments':<{SUITE_EXPERIMENTS_WIDTH}} "
+        f"{'suite':<{SUITE_WIDTH}} {'tier':<4} {'pass % [interval]':>{PASS_RATE_WIDTH}} "
+        f"{'vs baseline':>{DIFFERENCE_WIDTH}} {'covers':<{SUITE_EXPERIMENTS_WIDTH}} "
         f"{'runs':>{SUITE_RUNS_WIDTH}} drop detectors"
     )
     lines = ["", paint(columns, "1") if colour else columns]
     for key in sorted(state.suites, key=_in_order):
         suite = state.suites[key]
         name = printable(suite.suite)[:SUITE_WIDTH]
-        count = f"{suite.experiments} experiment{'' if suite.experiments == 1 else 's'}"
         lines.append(
             f"{name:<{SUITE_WIDTH}} {printable(suite.tier):<4} "
-            f"{count:<{SUITE_EXPERIMENTS_WIDTH}} {suite.runs:>{SUITE_RUNS_WIDTH}} "
-            f"{_suite_state(suite, paint)}"
+            f"{suite_pass_rate_text(suite.pass_rate):>{PASS_RATE_WIDTH}} "
+            f"{_suite_difference_cell(suite, paint)} "
+            f"{experiments_paired(suite):<{SUITE_EXPERIMENTS_WIDTH}} "
+            f"{suite.runs:>{SUITE_RUNS_WIDTH}} {_suite_state(suite, paint)}"
         )
     return lines + [""] + [paint(line, DIM) for line in SUITE_LEGEND]
+
+
+def _suite_difference_cell(suite: SuiteTier, paint: Paint) -> str:
+    """A suite tier's difference from the baseline, as an experiment's reads."""
+    return _compared_cell(suite.tier == suite.baseline_tier, suite.pass_rate_difference, paint)
 
 
 def render(state: LiveState, header: str, colour: bool, now: float | None = None) -> str:

@@ -17,7 +17,7 @@ from schemas.aggregates import CumulativeStats, DropStatus, TierAggregate
 from schemas.cross_tier import CrossTierReport, Difference
 from schemas.dead_letter import DeadLetter
 from schemas.grade_change import GradeChange
-from schemas.suites import SuiteTier
+from schemas.suites import SuiteDifference, SuiteEstimate, SuiteTier
 from stream_app import bounded_json
 from stream_app.terminal.text import printable
 
@@ -91,7 +91,25 @@ def pass_rate_text(cumulative: CumulativeStats) -> str:
     return f"{_points(cumulative.pass_rate)} [{_points(low)}, {_points(high)}]"
 
 
-def difference_text(difference: Difference) -> str:
+def suite_pass_rate_text(figure: SuiteEstimate | None) -> str:
+    """A suite tier's pass rate, in %, with its interval; "—" before a run with an outcome."""
+    if figure is None:
+        return "—"
+    return f"{_points(figure.estimate)} [{_points(figure.low)}, {_points(figure.high)}]"
+
+
+Compared = Difference | SuiteDifference
+"""A difference from the baseline: an experiment's or a suite's."""
+
+
+def experiments_paired(report: SuiteTier) -> str:
+    """What a suite tier's figures cover: "3 experiments paired" (with the baseline), or for
+    the baseline "3 experiments"."""
+    count = f"{report.experiments} experiment{'' if report.experiments == 1 else 's'}"
+    return count if report.tier == report.baseline_tier else f"{count} paired"
+
+
+def difference_text(difference: Compared) -> str:
     """A difference from the baseline in percentage points with its interval, and `~` when the
     interval holds 0 (not significant): `+20.1 [+8.3, +31.0]`, `+2.0 [-9.5, +13.4] ~`."""
     text = (
@@ -130,15 +148,23 @@ def aggregate_line(agg: TierAggregate) -> str:
 
 
 def suite_line(report: SuiteTier) -> str:
-    """A suite's tier: how many experiments and runs it pools, and its drop detectors (each
-    one's evidence, 1 pages), DROPPED when they paged (what `SuiteTierDropped` pages on)."""
-    experiments = f"{report.experiments} experiment{'' if report.experiments == 1 else 's'}"
+    """A suite's tier: its pass rate over the suite's experiments and its difference from the
+    baseline with their intervals, the experiments they cover, its runs, and its drop detectors
+    (each one's evidence, 1 pages), DROPPED when they paged (what `SuiteTierDropped` pages on)."""
     evidence = " ".join(f"{d} {ratio:.2f}" for d, ratio in report.drop.evidence.items())
     evidence = evidence or "none yet"
     drop = f"DROPPED (evidence {evidence})" if report.drop.dropped else f"drop evidence {evidence}"
+    difference = report.pass_rate_difference
+    if report.tier == report.baseline_tier:
+        versus = "baseline"
+    elif difference is None:
+        versus = f"vs {report.baseline_tier} —"
+    else:
+        versus = f"vs {report.baseline_tier} {difference_text(difference)}"
     return (
-        f"suite {printable(report.suite)}/{printable(report.tier)}  {experiments}, "
-        f"{report.runs} runs  {drop}"
+        f"suite {printable(report.suite)}/{printable(report.tier)}  "
+        f"pass {suite_pass_rate_text(report.pass_rate)}  {versus}  "
+        f"{experiments_paired(report)}, {report.runs} runs  {drop}"
     )
 
 

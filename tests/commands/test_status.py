@@ -21,7 +21,7 @@ from schemas.query_api import (
     SuiteList,
     TierSummary,
 )
-from schemas.suites import SuiteDrop, SuiteTier
+from schemas.suites import SuiteTier
 from stream_app.cli.main import main
 from stream_app.commands.status import (
     StatusCommand,
@@ -36,6 +36,7 @@ from stream_app.core.replay import replay_lines
 from stream_app.ports import local_url
 from stream_app.service.settings import load_settings
 from tests.helpers import encode, make_event
+from tests.suite_reports import suite_tier
 
 JSON = "application/json"
 
@@ -213,13 +214,7 @@ def test_a_bad_host_port_is_said(capsys: pytest.CaptureFixture[str]) -> None:
 
 def suite(tier: str, dropped: bool = False, share: float = 0.173) -> SuiteTier:
     evidence = {"pass_rate": 1.0 if dropped else share, "score": share / 2}
-    return SuiteTier(
-        suite="agent",
-        tier=tier,
-        experiments=40,
-        runs=8000,
-        drop=SuiteDrop(dropped=dropped, evidence=evidence),
-    )
+    return suite_tier("agent", tier, experiments=40, runs=8000, dropped=dropped, evidence=evidence)
 
 
 @pytest.fixture
@@ -242,8 +237,11 @@ def suites_api() -> Iterator[str]:
 def test_the_list_ends_with_the_suites_and_suites_alone_on_asking(suites_api: str) -> None:
     text = status(suites_api, None, as_json=False)
     assert "(no experiment yet)" in text
-    assert re.search(r"^agent\s+T0\s+40 experiments\s+8000\s+17 % to a page$", text, re.M), text
-    assert re.search(r"^agent\s+T1\s+40 experiments\s+8000\s+DROPPED$", text, re.M), text
+    t0 = r"^agent\s+T0\s+60.0 \[50.0, 70.0\]\s+baseline\s+40 experiments\s+8000\s+17 % to a page$"
+    assert re.search(t0, text, re.M), text
+    t1 = r"^agent\s+T1\s+60.0 .+\s+\+4.0 \[-2.0, \+10.0\] ~\s+40 experiments paired\s+8000\s+"
+    t1 += "DROPPED$"
+    assert re.search(t1, text, re.M), text
     assert text.endswith("2 suite tier(s)")
     alone = status(suites_api, None, as_json=False, suites=True)
     assert alone.splitlines()[0].startswith("suite ")

@@ -20,18 +20,25 @@ from stream_app.core.suite_message import (
 
 
 def run(seq: int = 1, experiment: str = "exp") -> list[Any]:
-    return [experiment, 7, seq, 1_700_000_000_000_000, [1, -2, 3, 0, 0, MAX_EVIDENCE_UNITS]]
+    evidence = [1, -2, 3, 0, 0, MAX_EVIDENCE_UNITS]
+    return [experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2]
 
 
 def doc(**changes: Any) -> bytes:
-    value = {"v": 2, "suite": "agent", "tier": "T1", "runs": [run()], **changes}
+    value = {"v": 3, "suite": "agent", "tier": "T1", "runs": [run()], **changes}
     return json.dumps(value).encode()
 
 
 def test_what_is_written_reads_back() -> None:
     runs = tuple(SuiteRun.of_row(run(seq, f"e{seq % 3}")) for seq in range(1, 50))
+    assert {r.passed for r in runs} == {True, False}
     message = SuiteMessage("agent é", "T12", runs, ("gone",))
     assert SuiteMessage.from_json(message.to_json()) == message
+
+
+def test_a_version_2_run_counts_with_no_outcome() -> None:
+    [read] = SuiteMessage.from_json(doc(v=2, runs=[run()[:5]])).runs
+    assert (read.seq, read.passed) == (1, None)
 
 
 def test_a_version_1_run_counts_with_no_evidence() -> None:
@@ -45,7 +52,11 @@ def test_a_version_1_run_counts_with_no_evidence() -> None:
     [
         doc(v=2.0),
         doc(v=True),
-        doc(v=3),
+        doc(v=4),
+        doc(v=2),  # version 2 runs have no outcome
+        doc(runs=[[*run()[:5], 2]]),
+        doc(runs=[[*run()[:5], True]]),
+        doc(runs=[[*run()[:5], 1, 0]]),
         doc(tier="b/T1"),  # would be filed under suite "agent/b"
         doc(tier="gold"),
         doc(suite=""),

@@ -55,7 +55,7 @@ def experiment_runs(
             at = night * DAY_US + 3_600_000_000 + (offset_s + k * 60) * 1_000_000
             run = WindowEntry(at, f"{experiment}/{night}/{k}", float(passed), score, 0, 0, 0, 0)
             feed, evidence = feed.observe(run, RATIOS)
-            out.append(SuiteRun(experiment, feed.epoch, len(out) + 1, at, evidence))
+            out.append(SuiteRun(experiment, feed.epoch, len(out) + 1, at, evidence, passed))
     return experiment, out
 
 
@@ -217,6 +217,23 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
     assert alone.top is None
 
 
+def test_a_share_keeps_its_outcomes_and_one_stored_before_them_has_none() -> None:
+    [(name, stream)] = streams_of(8, 1, 3, fall_on=None)
+    state = SuiteState()
+    for run in stream:
+        state.add(name, run)
+    share = state.shares[name]
+    assert share.outcomes.runs == share.runs == 15
+    assert share.outcomes.passes == sum(bool(r.passed) for r in stream)
+    data = share.to_state()
+    assert ExperimentShare.from_state(data).outcomes == share.outcomes
+    del data["o"]
+    assert ExperimentShare.from_state(data).outcomes.runs == 0
+    untold = SuiteRun(name, stream[0].epoch, 16, stream[-1].completed_at_us, stream[0].evidence)
+    assert state.add(name, untold)  # counted, with no outcome
+    assert (state.shares[name].runs, state.shares[name].outcomes.runs) == (16, 15)
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -238,6 +255,13 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
         lambda d: d["h"][1].__setitem__(-1, d["n"] - d["h"][0][-1] + 1),  # more than all runs
         lambda d: d["h"][0].__setitem__(1, (d["h"][0][-1] + 1) * MAX_EVIDENCE_UNITS),
         lambda d: d.update(h=[]),  # runs, and no hour with them
+        lambda d: d.update(o=[d["n"] + 1, 0, 0.25 * (d["n"] + 1)]),  # more outcomes than runs
+        lambda d: d.update(o=[1, 2, 0.25]),  # more passes than runs
+        lambda d: d.update(o=[1, 1, 0.2]),  # a first run adds 1/4
+        lambda d: d.update(o=[2, 1, 2.5]),  # a run adds at most 1
+        lambda d: d.update(o=[0, 0, 0]),  # a spread is a float
+        lambda d: d.update(o=[1, 1]),
+        lambda d: d.update(o=[True, 1, 0.25]),
     ],
 )
 def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:

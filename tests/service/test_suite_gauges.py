@@ -1,10 +1,12 @@
 """A suite tier's gauges on `/metrics`: the latest report of each `(suite, tier)` the worker
-owns, five series each, gone when the worker lets the suite tier go."""
+owns, twelve series each (nine for the baseline), gone when the worker lets the suite tier
+go."""
 
-from schemas.suites import SuiteDrop, SuiteTier
+from schemas.suites import SuiteTier
 from stream_app import __version__
 from stream_app.service.exporter import Exporter
 from tests.stage_doubles import samples
+from tests.suite_reports import suite_tier
 
 SUITE = (("suite", "claude-agent"), ("tier", "T3"))  # labels as `samples` gives them: sorted
 
@@ -14,12 +16,16 @@ def detector(name: str) -> tuple[tuple[str, str], ...]:
 
 
 def report(dropped: bool, pass_rate: float, score: float, tier: str = "T3") -> SuiteTier:
-    return SuiteTier(
-        suite="claude-agent",
-        tier=tier,
-        experiments=12,
+    return suite_tier(
+        "claude-agent",
+        tier,
+        experiments=10,
+        experiments_with_runs=12,
         runs=4800,
-        drop=SuiteDrop(dropped=dropped, evidence={"pass_rate": pass_rate, "score": score}),
+        dropped=dropped,
+        evidence={"pass_rate": pass_rate, "score": score},
+        pass_rate=(0.625, 0.5, 0.75),
+        difference=(0.04, -0.02, 0.1),
     )
 
 
@@ -27,7 +33,11 @@ def suite_series(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], .
     return {key: v for key, v in samples(exporter).items() if key[0].startswith("evalstream_suite")}
 
 
-def test_a_suite_tier_has_five_series_with_its_latest_report() -> None:
+def bound(name: str) -> tuple[tuple[str, str], ...]:
+    return (("bound", name), *SUITE)
+
+
+def test_a_suite_tier_has_twelve_series_with_its_latest_report() -> None:
     exporter = Exporter(__version__)
     exporter.set_suite(report(False, 0.25, 0.5))
     exporter.set_suite(report(True, 1.0, 0.75))  # the latest report wins
@@ -37,6 +47,13 @@ def test_a_suite_tier_has_five_series_with_its_latest_report() -> None:
         ("evalstream_suite_drop_evidence_ratio", detector("score")): 0.75,
         ("evalstream_suite_experiments", SUITE): 12,
         ("evalstream_suite_runs", SUITE): 4800,
+        ("evalstream_suite_experiments_paired", SUITE): 10,
+        ("evalstream_suite_pass_rate", bound("estimate")): 0.625,
+        ("evalstream_suite_pass_rate", bound("low")): 0.5,
+        ("evalstream_suite_pass_rate", bound("high")): 0.75,
+        ("evalstream_suite_pass_rate_difference", bound("estimate")): 0.04,
+        ("evalstream_suite_pass_rate_difference", bound("low")): -0.02,
+        ("evalstream_suite_pass_rate_difference", bound("high")): 0.1,
     }
     page = exporter.render().decode()
     assert "# TYPE evalstream_suite_dropped gauge" in page
@@ -56,7 +73,7 @@ def test_a_removed_suite_tier_leaves_no_series_and_others_stay() -> None:
     exporter.remove_suite("claude-agent", "T3")
     exporter.remove_suite("claude-agent", "T9")  # never set: nothing happens
     left = suite_series(exporter)
-    assert len(left) == 5
+    assert len(left) == 12
     assert all(("tier", "T4") in labels for _, labels in left)
     exporter.remove_suite("claude-agent", "T4")
     assert not suite_series(exporter)
@@ -71,4 +88,16 @@ def test_the_suite_families_are_among_those_metrics_can_carry() -> None:
         "evalstream_suite_drop_evidence_ratio",
         "evalstream_suite_experiments",
         "evalstream_suite_runs",
+        "evalstream_suite_experiments_paired",
+        "evalstream_suite_pass_rate",
+        "evalstream_suite_pass_rate_difference",
     } <= names
+
+
+def test_the_baseline_and_a_tier_not_yet_paired_have_no_difference_series() -> None:
+    exporter = Exporter(__version__)
+    exporter.set_suite(suite_tier("s", "T0", pass_rate=(0.5, 0.4, 0.6)))
+    exporter.set_suite(suite_tier("s", "T2", experiments=0, pass_rate=None, difference=None))
+    names = [name for name, _ in suite_series(exporter)]
+    assert "evalstream_suite_pass_rate_difference" not in names
+    assert names.count("evalstream_suite_pass_rate") == 3  # the baseline's alone

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stream_app.core.suite_evidence import SIZE
 from stream_app.core.suite_message import SuiteMessage, SuiteRun
 from stream_app.service.outputs import Outputs
@@ -24,9 +26,69 @@ def stage_with() -> tuple[SuitesStage, Sends, Table]:
     return stage, sends, table
 
 
-def message(experiment: str, *seqs: int, suite: str = "agent", epoch: int = 7) -> bytes:
-    runs = tuple(SuiteRun(experiment, epoch, s, s * HOUR_US, (s,) * SIZE) for s in seqs)
-    return SuiteMessage(suite, "T1", runs).to_json()
+def message(
+    experiment: str,
+    *seqs: int,
+    suite: str = "agent",
+    epoch: int = 7,
+    tier: str = "T1",
+    passed: bool | None = None,
+) -> bytes:
+    runs = tuple(SuiteRun(experiment, epoch, s, s * HOUR_US, (s,) * SIZE, passed) for s in seqs)
+    return SuiteMessage(suite, tier, runs).to_json()
+
+
+async def test_a_suites_tiers_are_published_together_with_their_differences() -> None:
+    """Every tier of a suite is published when any of them changes: a baseline's run moves the
+    other tiers' differences. The baseline has no difference; a tier's covers the experiments
+    both have runs in."""
+    stage, sends, table = stage_with()
+    topic = stage.settings.topics.suite_runs
+    suites_topic = stage.settings.topics.suites
+    batch = [
+        message("a", 1, 2, 3, tier="T1", passed=True),
+        message("b", 1, 2, tier="T1", passed=False),
+        message("c", 1, tier="T1", passed=True),
+        message("a", 1, 2, tier="T0", passed=False),
+        message("b", 1, 2, tier="T0", passed=False),
+    ]
+    await stage.handle(records(topic, batch))
+    t0, t1 = sends.to(suites_topic)
+    assert (t0["tier"], t1["tier"]) == ("T0", "T1")
+    assert (t0["experiments"], t0["pass_rate_difference"]) == (2, None)
+    assert t0["pass_rate"]["estimate"] == 0.0
+    assert (t1["experiments"], t1["experiments_with_runs"]) == (2, 3)
+    assert t1["pass_rate"]["estimate"] == pytest.approx((1 + 0 + 1) / 3)
+    difference = t1["pass_rate_difference"]
+    assert difference["estimate"] == pytest.approx(((1 - 0) + (0 - 0)) / 2)
+    assert difference["low"] <= difference["estimate"] <= difference["high"]
+    sends.sent.clear()
+    await stage.handle(records(topic, [message("c", 1, tier="T0", passed=True)]))
+    t0, t1 = sends.to(suites_topic)  # T1 again, though none of its runs came
+    assert t1["experiments"] == 3
+    assert t1["pass_rate_difference"]["estimate"] == pytest.approx((1 + 0 + 0) / 3)
+    stage.drop_cache()
+    sends.sent.clear()
+    await stage.on_recover(set(range(stage.settings.partitions)))
+    assert [r["tier"] for r in sends.to(suites_topic)] == ["T0", "T1"]
+    assert sends.to(suites_topic)[1] == t1
+    spread = (1 - 1 / 2) ** 2 + (1 - 3 / 4) ** 2 + (1 - 5 / 6) ** 2  # about (P + 1/2) / (n + 1)
+    assert json.loads(table[record_key("agent/T1", "a")])["o"] == [3, 3, pytest.approx(spread)]
+
+
+async def test_a_share_stored_before_outcomes_loads_and_counts_none() -> None:
+    stage, sends, table = stage_with()
+    topic = stage.settings.topics.suite_runs
+    await stage.handle(records(topic, [message("a", 1, 2, passed=True)]))
+    old = json.loads(table[record_key("agent/T1", "a")])
+    del old["o"]
+    table[record_key("agent/T1", "a")] = json.dumps(old).encode()
+    stage.drop_cache()
+    await stage.handle(records(topic, [message("a", 3, passed=False)]))
+    assert not sends.to(stage.settings.topics.dead_letter)
+    report = sends.to(stage.settings.topics.suites)[-1]
+    assert report["runs"] == 3
+    assert report["pass_rate"]["estimate"] == 0.0  # the one run with an outcome
 
 
 async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
@@ -38,7 +100,7 @@ async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
     assert keys == [["agent", "T1", "a"], ["agent", "T1", "b"]]  # each once a batch
     assert json.loads(table[record_key("agent/T1", "a")])["n"] == 3  # 1, 2, 3: the repeat dropped
     [report] = sends.to(config.topics.suites)
-    assert (report["experiments"], report["runs"]) == (2, 4)
+    assert (report["experiments_with_runs"], report["runs"]) == (2, 4)
     assert {p for t, _, _, p in sends.sent if t == config.topics.suites} == {
         partition_for("agent", config.partitions)
     }
@@ -73,7 +135,7 @@ async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     assert record_key("agent/T1", "b") not in table
-    assert sends.to(config.topics.suites)[-1]["experiments"] == 1  # a, without b
+    assert sends.to(config.topics.suites)[-1]["experiments_with_runs"] == 1  # a, without b
 
 
 async def test_a_quarantine_the_batch_changes_nothing_of_is_published_all_the_same() -> None:
@@ -91,7 +153,7 @@ async def test_a_quarantine_the_batch_changes_nothing_of_is_published_all_the_sa
     nothing = SuiteMessage("x", "T1", retired=("unknown",)).to_json()
     await stage.handle(records(topic, [message("a", 1), nothing]))  # a repeat; no change
     assert len(sends.to(config.topics.dead_letter)) == 2
-    assert sends.to(config.topics.suites)[-1]["experiments"] == 1
+    assert sends.to(config.topics.suites)[-1]["experiments_with_runs"] == 1
     assert ("agent", "T1") in stage.exporter.suites.suites
     assert b"x/T1" in sends.tombstones(config.topics.suites)
     assert ("x", "T1") not in stage.exporter.suites.suites
@@ -106,7 +168,7 @@ async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
     retire = SuiteMessage("agent", "T1", retired=("a",)).to_json()
     await stage.handle(records(topic, [retire]))
     assert set(table) == {record_key("agent/T1", "b")}
-    assert sends.to(config.topics.suites)[-1]["experiments"] == 1
+    assert sends.to(config.topics.suites)[-1]["experiments_with_runs"] == 1
     await stage.handle(records(topic, [SuiteMessage("agent", "T1", retired=("b",)).to_json()]))
     assert not table
     assert sends.tombstones(config.topics.suites) == [b"agent/T1"]

@@ -8,16 +8,18 @@ paged, else how far its evidence is on the way to a page."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from schemas.suites import SuiteDrop, SuiteTier
+from schemas.suites import SuiteTier
 from stream_app.core.replay import replay_lines
 from stream_app.service.settings import load_settings
 from stream_app.terminal.live_table import SUITE_LEGEND, LiveState, render
 from tests.helpers import KafkaRecord as Record
 from tests.helpers import encode, make_event
+from tests.suite_reports import suite_tier as suite_report
 
 
 def state_of(
@@ -205,17 +207,12 @@ def suite_tier(
     suite: str = "claude",
     tier: str = "T2",
     *,
-    experiments: int = 3,
-    runs: int = 120,
-    dropped: bool = False,
     evidence: tuple[float, float] = (0.42, 0.1),
+    **fields: Any,
 ) -> SuiteTier:
-    return SuiteTier(
-        suite=suite,
-        tier=tier,
-        experiments=experiments,
-        runs=runs,
-        drop=SuiteDrop(dropped=dropped, evidence={"pass_rate": evidence[0], "score": evidence[1]}),
+    pass_rate_evidence, score = evidence
+    return suite_report(
+        suite, tier, evidence={"pass_rate": pass_rate_evidence, "score": score}, **fields
     )
 
 
@@ -240,9 +237,13 @@ def test_a_suite_tier_shows_below_the_experiments() -> None:
     assert state.suites == {("claude", "T2"): suite_tier()}
     text = render(state, "header", colour=False)
     heading, *rows = suite_rows(text)
-    assert re.match(r"suite\s+tier\s+experiments\s+runs\s+drop detectors$", heading), heading
+    assert re.match(
+        r"suite\s+tier\s+pass % \[interval\]\s+vs baseline\s+covers\s+runs\s+drop detectors$",
+        heading,
+    ), heading
     assert rows == [
-        f"{'claude':<24} T2   {'3 experiments':<15} {120:>7}  42 % to a page",
+        f"{'claude':<18} T2   {'60.0 [50.0, 70.0]':>19} {'+4.0 [-2.0, +10.0] ~':>24} "
+        f"{'3 experiments paired':<22} {120:>7}  42 % to a page",
     ]
     lines = text.splitlines()
     assert lines.index(heading) > lines.index(row(text, "T1"))
@@ -251,6 +252,7 @@ def test_a_suite_tier_shows_below_the_experiments() -> None:
     )
     legend = text.split(heading)[1]
     assert "a suite is every experiment of one agent" in legend
+    assert "paired by experiment" in legend
     assert "DROPPED = its detectors paged (alert SuiteTierDropped)" in legend
     assert max(len(line) for line in lines) <= 120
 
@@ -259,7 +261,7 @@ def test_a_dropped_suite_tier_says_so() -> None:
     state = LiveState()
     state.add("suites", suite_record(suite_tier(dropped=True, evidence=(1.3, 0.2))))
     [row_] = suite_rows(render(state, "", colour=False))[1:]
-    assert re.match(r"claude\s+T2\s+3 experiments\s+120 DROPPED$", row_), row_
+    assert re.match(r"claude\s+T2\s+.+\s+3 experiments paired\s+120 DROPPED$", row_), row_
     assert "% to a page" not in row_
     assert "\x1b[1;31mDROPPED\x1b[0m" in render(state, "", colour=True)
 
@@ -268,9 +270,26 @@ def test_a_suite_tier_short_of_a_page_shows_how_far_rounded_down() -> None:
     state = LiveState()
     state.add("suites", suite_record(suite_tier(evidence=(0.2, 0.996))))
     state.add("suites", suite_record(suite_tier(tier="T3", experiments=1, evidence=(0.0, 0.0))))
+    state.add("suites", suite_record(suite_tier(tier="T0", experiments=1, evidence=(0.0, 0.0))))
     rows = suite_rows(render(state, "", colour=False))[1:]
-    assert rows[0].endswith("  99 % to a page"), rows[0]  # the larger, not rounded up to a page
-    assert re.match(r"claude\s+T3\s+1 experiment\s+120\s+0 % to a page$", rows[1]), rows[1]
+    assert rows[1].endswith("  99 % to a page"), rows[1]  # the larger, not rounded up to a page
+    assert re.match(r"claude\s+T3\s+.+\s+1 experiment paired\s+120\s+0 % to a page$", rows[2])
+    assert re.match(r"claude\s+T0\s+60.0 \[50.0, 70.0\]\s+baseline\s+1 experiment\s+120", rows[0])
+
+
+def test_a_suite_tier_not_yet_paired_shows_a_dash() -> None:
+    state = LiveState()
+    state.add("suites", suite_record(suite_tier(experiments=0, pass_rate=None, difference=None)))
+    [row_] = suite_rows(render(state, "", colour=False))[1:]
+    assert re.match(r"claude\s+T2\s+—\s+—\s+0 experiments paired\s+120", row_), row_
+
+
+def test_a_significant_suite_difference_is_coloured_by_its_sign() -> None:
+    state = LiveState()
+    state.add("suites", suite_record(suite_tier(difference=(-0.1, -0.15, -0.05))))
+    text = render(state, "", colour=True)
+    assert "\x1b[31m" in text
+    assert "-10.0 [-15.0, -5.0]" in text
 
 
 def test_a_suite_tombstone_removes_its_row_and_the_last_one_the_section() -> None:
@@ -313,7 +332,7 @@ def test_a_suite_name_is_printable_and_cut_to_its_column() -> None:
     assert "\x1b" not in text
     _, evil, long = suite_rows(text)
     assert evil.startswith("evil\\x1b[2J ")
-    assert long.startswith("x" * 24 + " T2 ")
+    assert long.startswith("x" * 18 + " T2 ")
     assert len(evil) == len(long)
 
 

@@ -3,9 +3,9 @@ schema, its line, its topic and a short name; and how a suite's tier prints on o
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Any, get_args
 
-from schemas.suites import SuiteDrop, SuiteTier
+from schemas.suites import SuiteTier
 from stream_app.commands.tail import resolve_topic
 from stream_app.service.settings import load_settings
 from stream_app.terminal.records import (
@@ -17,6 +17,7 @@ from stream_app.terminal.records import (
     output_kinds,
     suite_line,
 )
+from tests.suite_reports import suite_tier
 from tests.terminal.test_live_table import Record
 
 SETTINGS = load_settings()
@@ -40,13 +41,10 @@ def test_suites_is_the_suite_tiers_topic() -> None:
     assert resolve_topic(renamed, "team-a.suites").kind == "suites"
 
 
-def report(dropped: bool, experiments: int = 3) -> SuiteTier:
-    return SuiteTier(
-        suite="claude\x1b[2J",
-        tier="T2",
-        experiments=experiments,
-        runs=120,
-        drop=SuiteDrop(dropped=dropped, evidence={"pass_rate": 1.2, "score": 0.05}),
+def report(dropped: bool, experiments: int = 3, **fields: Any) -> SuiteTier:
+    evidence = {"pass_rate": 1.2, "score": 0.05}
+    return suite_tier(
+        "claude\x1b[2J", "T2", experiments=experiments, dropped=dropped, evidence=evidence, **fields
     )
 
 
@@ -54,16 +52,19 @@ def test_suite_line() -> None:
     value = report(dropped=False).model_dump_json().encode()
     line = format_record("suites", Record("suite-tiers", value, b"claude/T2"))
     assert line == (
-        "suite claude\\x1b[2J/T2  3 experiments, 120 runs  drop evidence pass_rate 1.20 score 0.05"
+        "suite claude\\x1b[2J/T2  pass 60.0 [50.0, 70.0]  vs T0 +4.0 [-2.0, +10.0] ~  "
+        "3 experiments paired, 120 runs  drop evidence pass_rate 1.20 score 0.05"
     )
-    assert suite_line(report(dropped=True, experiments=1)) == (
-        "suite claude\\x1b[2J/T2  1 experiment, 120 runs  "
-        "DROPPED (evidence pass_rate 1.20 score 0.05)"
+    assert suite_line(report(dropped=True, experiments=1, difference=(0.1, 0.05, 0.15))) == (
+        "suite claude\\x1b[2J/T2  pass 60.0 [50.0, 70.0]  vs T0 +10.0 [+5.0, +15.0]  "
+        "1 experiment paired, 120 runs  DROPPED (evidence pass_rate 1.20 score 0.05)"
     )
-    no_evidence = SuiteTier(
-        suite="s", tier="T0", experiments=2, runs=0, drop=SuiteDrop(dropped=False, evidence={})
+    no_evidence = suite_tier("s", "T0", experiments=2, runs=0, pass_rate=None, evidence={})
+    assert suite_line(no_evidence) == (
+        "suite s/T0  pass —  baseline  2 experiments, 0 runs  drop evidence none yet"
     )
-    assert suite_line(no_evidence) == "suite s/T0  2 experiments, 0 runs  drop evidence none yet"
+    unpaired = suite_tier("s", "T4", experiments=0, difference=None)
+    assert "  vs T0 —  0 experiments paired, " in suite_line(unpaired)
 
 
 def test_suite_tombstones_and_foreign_records() -> None:

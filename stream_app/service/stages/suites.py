@@ -1,12 +1,11 @@
-"""The fourth hop: each run's suite evidence into its suite's detectors, the suite's tier out. Its
-input comes from every partition of the windows hop, in an order no replay reproduces; its state
-is a function of the set of runs (core.suite_state), so it still equals `replay`.
+"""The fourth hop: each run's suite evidence and outcome into its suite's detectors and
+comparisons, all of a suite's tiers out when one changes (they are compared with its baseline).
+Its input comes from every partition of the windows hop, in an order no replay reproduces; its
+state is a function of the set of runs (core.suite_state), so it still equals `replay`.
 
-The table keeps one record per experiment of a suite tier (its share), so that a suite of any
-size fits the broker's message limit; a suite tier is made from its records when first needed.
-A record that cannot be loaded is quarantined alone, and its suite tier published again without
-it. A record of the one-record-per-suite format before this one is replaced: its evidence was
-measured against estimated references, and the suite tier starts afresh."""
+One record per experiment of a suite tier (its share), on the suite's partition: a suite of any
+size fits the broker's message limit, and a record that cannot be loaded is quarantined alone. A
+record of the one-record-per-suite format before shares is replaced (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -14,16 +13,11 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from schemas.suites import SuiteTier
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, suite_key
 from stream_app.core.suite_message import SuiteItem, SuiteMessage
-from stream_app.core.suite_state import (
-    ExperimentShare,
-    SuiteState,
-    fold_suite_items,
-    suite_tier,
-)
+from stream_app.core.suite_report import suite_reports
+from stream_app.core.suite_state import ExperimentShare, SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import TableStage
 
@@ -156,37 +150,55 @@ class SuitesStage(TableStage[SuiteState]):
             changed = sorted({e for _, e in folded.steps[key] if e is not None})
             for experiment in changed:
                 await self._put(key, experiment, state.shares.get(experiment))
-            await self._publish(key, state if state.shares else None, folded.results[key])
-        for key in sorted(self.purged):  # a quarantine the fold did not change
-            await self._publish(key, made.get(key))
+        touched = {*folded.states, *self.purged}
+        await self._publish_suites(touched, {**made, **folded.states})
         return len(batch)
 
-    async def _publish(
-        self, key: str, state: SuiteState | None, report: SuiteTier | None = None
-    ) -> None:
-        """A suite tier's report (made from `state` unless given) and gauges, or its withdrawal
-        when it has no experiment left."""
-        self.purged.discard(key)
-        if state is None or not state.shares:
-            self.cache.pop(key.encode(), None)
-            await self.outputs.retire_suite_tier(*split_tier_key(key))
-            return
-        self.cache[key.encode()] = state
-        design = self.settings.drop_design
-        await self.outputs.suite_tier(report or suite_tier(*split_tier_key(key), state, design))
+    async def _publish_suites(self, touched: set[str], states: dict[str, SuiteState]) -> None:
+        """Publish every tier of each suite a key of `touched` belongs to (made from `states`,
+        else the cache or the records), and withdraw each touched suite tier with no experiment
+        left."""
+        by_suite: dict[str, set[str]] = {}
+        for key in touched:
+            by_suite.setdefault(split_tier_key(key)[0], set()).add(key)
+        for key in self._index():  # the suites' other tiers, with records
+            suite = split_tier_key(key)[0]
+            if suite in by_suite:
+                by_suite[suite].add(key)
+        for suite, keys in sorted(by_suite.items()):
+            missing = {k for k in keys if k not in states}
+            tiers = {**states, **await self._prepare(missing)}
+            alive: dict[str, SuiteState] = {}
+            for key in sorted(keys):
+                state = tiers.get(key)
+                self.purged.discard(key)
+                if state is None or not state.shares:
+                    self.cache.pop(key.encode(), None)
+                    if key in touched:
+                        await self.outputs.retire_suite_tier(*split_tier_key(key))
+                    continue
+                self.cache[key.encode()] = state
+                alive[split_tier_key(key)[1]] = state
+            settings = self.settings
+            for report in suite_reports(
+                suite,
+                alive,
+                settings.drop_design,
+                settings.baseline_tier,
+                settings.interval_confidence,
+            ):
+                await self.outputs.suite_tier(report)
 
     async def _recover(self, owned: set[int]) -> int:
-        """Make every owned suite tier from its records and re-publish it."""
+        """Make every owned suite tier from its records and re-publish it (a suite's tiers
+        together)."""
         self.drop_cache()
         keys = {
             key for key, raws in self._index().items() for raw in raws if self._owns(raw, owned)
         }
-        count = 0
-        for key in sorted(keys):
-            state = await self._made(key)
-            await self._publish(key, state)
-            count += state is not None
-        return count
+        made = await self._prepare(keys)
+        await self._publish_suites(keys, made)
+        return len(made)
 
     def _owns(self, raw_key: bytes, owned: set[int]) -> bool:
         return self.partition_of(raw_key) in owned

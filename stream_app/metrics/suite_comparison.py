@@ -1,0 +1,277 @@
+"""A suite's figures over its experiments, each weighing the same: a tier's pass rate, and its
+difference from the baseline paired by experiment, with confidence sequences valid at every look.
+
+Each `(experiment, tier)` is a stratum whose runs make the empirical-Bernstein supermartingale
+exp(lam (P - n mu) - psi(lam) Q) (Q: their own spread); the product over strata is one too. A
+value of the figure is rejected when, even with the strata's rates most favourable to it (a linear
+programme), the product mixed over a grid of bets reaches 2 / (1 - confidence): an intersection
+test with no price per stratum. A difference pins each tier's mean rate to its own interval.
+docs/statistics.md, 'Suite comparisons'."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+from stream_app.metrics.intervals import Interval
+
+BETS: Final = tuple(0.9 * 2 ** (-k / 2) for k in range(18))
+"""The grid of bets lam mixed over, from 0.9 down to 0.0025: one near the best for a suite of
+one run to one of a million."""
+_CENTRE: Final = 5
+"""The bet given the most weight, 0.16: about the best for a suite of 30 to 50 tasks with 20
+runs of each tier; the others' weights fall as 1 / (1 + distance)^2, so that a suite a hundred
+times larger pays a few nats, not a grid's worth."""
+_RAW: Final = tuple(1.0 / (1 + abs(k - _CENTRE)) ** 2 for k in range(len(BETS)))
+LOG_WEIGHTS: Final = tuple(math.log(w / math.fsum(_RAW)) for w in _RAW)
+_PSI: Final = tuple(-math.log1p(-lam) - lam for lam in BETS)
+_NEWTON_STEPS: Final = 100
+PIN_SHARE: Final = 0.025
+"""The share of a difference's error each tier's pin takes; the test has the rest (95 %)."""
+_GOLDEN_STEPS: Final = 90
+_INVERSE_GOLDEN: Final = (math.sqrt(5) - 1) / 2
+
+
+class Stratum(NamedTuple):
+    """What the test needs of a stratum: its runs, the sum of their outcomes in [0, 1], and
+    their spread about a predictable estimate of each (the sum of squares)."""
+
+    runs: int
+    total: float
+    spread: float
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """A stratum's runs with a known outcome: how many, how many passed, and their spread about
+    the stratum's estimate before each, (P + 1/2) / (n + 1)."""
+
+    runs: int = 0
+    passes: int = 0
+    spread: float = 0.0
+
+    @property
+    def stratum(self) -> Stratum:
+        """As the test takes it."""
+        return Stratum(self.runs, float(self.passes), self.spread)
+
+    def add(self, passed: bool) -> Outcomes:
+        """With one more run."""
+        guess = (self.passes + 0.5) / (self.runs + 1)
+        return Outcomes(self.runs + 1, self.passes + passed, self.spread + (passed - guess) ** 2)
+
+
+Term = tuple[int, Stratum]
+"""A stratum's sign in the figure (+1; -1 for the baseline's) and the stratum."""
+
+
+class Pins(NamedTuple):
+    """Where the mean true rate of the + strata, and of the - strata, lie (their intervals)."""
+
+    plus: Interval
+    minus: Interval
+
+
+def equal_weight_mean(terms: Sequence[Term], count: int) -> float:
+    """The figure: the sum over strata of sign x rate, over `count` experiments."""
+    return math.fsum(sign * s.total / s.runs for sign, s in terms) / count
+
+
+def equal_weight_sequence(
+    terms: Sequence[Term], count: int, confidence: float, pins: Pins | None = None
+) -> Interval:
+    """A confidence sequence for the figure's true value: the sum over strata of sign x the
+    mean of their runs' own rates, over `count` experiments; with `pins`, valid while the
+    strata's mean rates lie in them. Every stratum needs a run."""
+    if count <= 0 or not terms or any(s.runs <= 0 for _, s in terms):
+        raise ValueError("a suite figure needs experiments, each stratum with runs")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
+    level = math.log(2 / (1 - confidence))
+    estimate = equal_weight_mean(terms, count)
+    flipped = [(-sign, s) for sign, s in terms]
+    if pins is None:
+        low, high = _knapsack(terms, count, level), -_knapsack(flipped, count, level)
+    else:
+        low = _dual(terms, count, level, (pins.plus.high, pins.minus.low))
+        high = -_dual(flipped, count, level, (pins.minus.high, pins.plus.low))
+    least = -sum(1 for sign, _ in terms if sign < 0) / count
+    most = sum(1 for sign, _ in terms if sign > 0) / count
+    return Interval(max(least, min(low, estimate)), min(most, max(high, estimate)))
+
+
+def _evidence_bound(terms: Sequence[Term], level: float) -> float:
+    """F: theta is rejected while the most favourable rates' sum of sign x n x rate is at most
+    F, the sum of sign x outcomes less the evidence the mixture needs."""
+    needed = _needed(math.fsum(s.spread for _, s in terms), level)
+    return math.fsum(sign * s.total for sign, s in terms) - needed
+
+
+def _knapsack(terms: Sequence[Term], count: int, level: float) -> float:
+    """The least theta the test of 'figure <= theta' does not reject. With u = rate for a +
+    stratum and 1 - rate for a - one, the null's most favourable rates maximise sum(n u) given
+    sum(u) <= count theta + the - strata: the largest strata first."""
+    negatives = [s.runs for sign, s in terms if sign < 0]
+    budget = _evidence_bound(terms, level) + sum(negatives)  # ints
+    sizes = sorted((s.runs for _, s in terms), reverse=True)
+    return ((_units(sizes, budget) if budget > 0 else 0.0) - len(negatives)) / count
+
+
+def _units(sizes: list[int], budget: float) -> float:
+    """The most units b (each stratum's u up to 1) whose knapsack, largest first, holds at most
+    `budget`."""
+    filled = 0
+    for i, runs in enumerate(sizes):
+        if filled + runs > budget:
+            return i + (budget - filled) / runs
+        filled += runs
+    return float(len(sizes))
+
+
+def _dual(terms: Sequence[Term], count: int, level: float, pins: tuple[float, float]) -> float:
+    """The least theta not rejected when the + strata's mean rate is at most pins[0] and the -
+    strata's at least pins[1], or a little less: the least theta is the linear programme
+    min sum(sign x rate) / count given sum(sign x n x rate) >= F, the pins and rates in [0, 1];
+    any multipliers a, b, c >= 0 of its dual give a value below it (weak duality). b and c are
+    best in closed form for each a, and the dual is concave in a: golden-section search."""
+    bound = _evidence_bound(terms, level)
+    plus = _Sizes(sorted((s.runs for sign, s in terms if sign > 0), reverse=True))
+    minus = _Sizes(sorted(s.runs for sign, s in terms if sign < 0))
+    top, bottom = count * pins[0], count * pins[1]
+
+    def dual(log_a: float) -> float:
+        a = math.exp(log_a)
+        return a * bound + plus.best_b(a, top) + minus.best_c(a, bottom)
+
+    sizes = plus.sizes + minus.sizes
+    low, high = math.log(1e-9 / max(sizes)), math.log(4.0 / min(sizes))
+    x1 = high - _INVERSE_GOLDEN * (high - low)
+    x2 = low + _INVERSE_GOLDEN * (high - low)
+    f1, f2 = dual(x1), dual(x2)
+    best = max(f1, f2, -float(len(minus.sizes)))  # a = 0: the least theta there is
+    for _ in range(_GOLDEN_STEPS):
+        if f1 < f2:
+            low, x1, f1 = x1, x2, f2
+            x2 = low + _INVERSE_GOLDEN * (high - low)
+            f2 = dual(x2)
+        else:
+            high, x2, f2 = x2, x1, f1
+            x1 = high - _INVERSE_GOLDEN * (high - low)
+            f1 = dual(x1)
+        best = max(best, f1, f2)
+    return best / count
+
+
+class _Sizes:
+    """The run counts of one sign's strata, sorted, with their prefix sums: each term of the
+    dual in O(log n)."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.prefix = [0, *itertools.accumulate(sizes)]
+
+    def best_b(self, a: float, top: float) -> float:
+        """The max over b >= 0 of the sum over + strata of min(0, 1 + b - a n) - b top (sizes
+        descending): b rises to the (floor(top) + 1)-th largest a n - 1, while more strata than
+        top gain."""
+        keep = math.floor(top)
+        b = max(0.0, a * self.sizes[keep] - 1) if keep < len(self.sizes) else 0.0
+        j = self._above((1 + b) / a)  # sizes with a n - 1 > b
+        return j * (1 + b) - a * self.prefix[j] - b * top
+
+    def best_c(self, a: float, bottom: float) -> float:
+        """The max over c >= 0 of the sum over - strata of min(0, a n - 1 - c) + c bottom (sizes
+        ascending): c rises to the (floor(bottom) + 1)-th least a n - 1."""
+        keep = math.floor(bottom)
+        c = max(0.0, a * self.sizes[keep] - 1) if 0 <= keep < len(self.sizes) else 0.0
+        j = bisect.bisect_left(self.sizes, (1 + c) / a)  # sizes with a n - 1 < c
+        return a * self.prefix[j] - j * (1 + c) + c * bottom
+
+    def _above(self, cut: float) -> int:
+        """How many of the (descending) sizes exceed `cut`."""
+        low, high = 0, len(self.sizes)
+        while low < high:
+            middle = (low + high) // 2
+            if self.sizes[middle] > cut:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+
+def _needed(spread: float, level: float) -> float:
+    """The least G at which the mixture over BETS of exp(lam G - psi(lam) Q) reaches e^level,
+    or a little more. Its log is convex and increasing in G: Newton's method from a G that
+    reaches it (one bet alone does) stays at or above the least one and converges to it."""
+    evidence = min(
+        (level - w + psi * spread) / lam
+        for lam, w, psi in zip(BETS, LOG_WEIGHTS, _PSI, strict=True)
+    )
+    for _ in range(_NEWTON_STEPS):
+        value, slope = _log_mixture(evidence, spread)
+        step = (value - level) / slope
+        if step <= 1e-12 * max(1.0, evidence):
+            break
+        evidence -= step
+    return evidence
+
+
+def _log_mixture(evidence: float, spread: float) -> tuple[float, float]:
+    """The mixture's log at G, and its slope (the bets' mean under the mixture's weights)."""
+    values = [
+        w + lam * evidence - psi * spread
+        for lam, w, psi in zip(BETS, LOG_WEIGHTS, _PSI, strict=True)
+    ]
+    top = max(values)
+    shares = [math.exp(v - top) for v in values]
+    total = math.fsum(shares)
+    slope = math.fsum(lam * e for lam, e in zip(BETS, shares, strict=True)) / total
+    return top + math.log(total), slope
+
+
+class SuiteFigure(NamedTuple):
+    """A suite figure: its estimate, its interval, and the experiments it covers."""
+
+    estimate: float
+    low: float
+    high: float
+    experiments: int
+
+
+def suite_pass_rate(strata: Sequence[Outcomes], confidence: float) -> SuiteFigure | None:
+    """A tier's pass rate over the experiments it has runs in, each weighing the same (None
+    with none)."""
+    terms = [(1, o.stratum) for o in strata if o.runs]
+    if not terms:
+        return None
+    interval = equal_weight_sequence(terms, len(terms), confidence)
+    return SuiteFigure(
+        equal_weight_mean(terms, len(terms)), interval.low, interval.high, len(terms)
+    )
+
+
+def paired_difference(
+    pairs: Sequence[tuple[Outcomes, Outcomes]], confidence: float
+) -> SuiteFigure | None:
+    """A tier's pass rate minus the baseline's, paired by experiment: over the experiments in
+    which both have runs, each weighing the same (None with none). `pairs`: (tier, baseline).
+    Each tier's mean rate over those experiments is pinned to its interval at PIN_SHARE of the
+    error, the test taking the rest: all three hold at once at `confidence`."""
+    both = [(t.stratum, b.stratum) for t, b in pairs if t.runs and b.runs]
+    if not both:
+        return None
+    count = len(both)
+    error = 1 - confidence
+    tier = [(1, t) for t, _ in both]
+    base = [(1, b) for _, b in both]
+    pins = Pins(
+        equal_weight_sequence(tier, count, 1 - PIN_SHARE * error),
+        equal_weight_sequence(base, count, 1 - PIN_SHARE * error),
+    )
+    terms = [term for t, b in both for term in ((1, t), (-1, b))]
+    interval = equal_weight_sequence(terms, count, 1 - (1 - 2 * PIN_SHARE) * error, pins)
+    return SuiteFigure(equal_weight_mean(terms, count), interval.low, interval.high, count)
