@@ -60,11 +60,11 @@ class SuiteTier(BaseModel):
         "outcomes were kept have none)."
     )
     pass_rate_difference: SuiteDifference | None = Field(
-        description="Its pass rate minus the baseline's, paired by experiment and by run: over "
-        "the experiments in which both have runs, the mean of the difference between the "
-        "tier's first m runs and the baseline's (m the fewer of the two), each experiment "
-        "weighing the same. All of a suite's differences hold at once with probability "
-        "difference_confidence. Null for the baseline tier, and until an experiment is paired."
+        description="Its pass rate minus the baseline's, paired by experiment: over the "
+        "experiments in which both have runs, the mean of (its pass rate - the baseline's) in "
+        "each, each experiment weighing the same. All of a suite's differences hold together "
+        "at level difference_confidence. Null for the baseline tier, and until an experiment "
+        "is paired."
     )
     difference_confidence: float = Field(
         description="Simultaneous level of a suite's differences: each interval is at 1 - (1 - "

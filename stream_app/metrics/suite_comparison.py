@@ -10,7 +10,6 @@ docs/statistics.md, 'Suite comparisons'."""
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -97,8 +96,8 @@ def equal_weight_sequence(
     if pins is None:
         low, high = _knapsack(terms, count, level), -_knapsack(flipped, count, level)
     else:
-        low = _dual(terms, count, level, (pins.plus.high, pins.minus.low))
-        high = -_dual(flipped, count, level, (pins.minus.high, pins.plus.low))
+        low = _dual(terms, count, level, pins)
+        high = -_dual(flipped, count, level, Pins(pins.minus, pins.plus))
     least = -sum(1 for sign, _ in terms if sign < 0) / count
     most = sum(1 for sign, _ in terms if sign > 0) / count
     return Interval(max(least, min(low, estimate)), min(most, max(high, estimate)))
@@ -132,20 +131,19 @@ def _units(sizes: list[int], budget: float) -> float:
     return float(len(sizes))
 
 
-def _dual(terms: Sequence[Term], count: int, level: float, pins: tuple[float, float]) -> float:
-    """The least theta not rejected when the + strata's mean rate is at most pins[0] and the -
-    strata's at least pins[1], or a little less: the least theta is the linear programme
-    min sum(sign x rate) / count given sum(sign x n x rate) >= F, the pins and rates in [0, 1];
-    any multipliers a, b, c >= 0 of its dual give a value below it (weak duality). b and c are
-    best in closed form for each a, and the dual is concave in a: golden-section search."""
+def _dual(terms: Sequence[Term], count: int, level: float, pins: Pins) -> float:
+    """The least theta not rejected while each sign's strata have their mean rate within its
+    pin, or a little less: the least theta is the linear programme min sum(sign x rate) / count
+    given sum(sign x n x rate) >= F, the pins and rates in [0, 1]; any multipliers of its dual
+    give a value below it (weak duality). Each pin's multiplier is best in closed form for each
+    multiplier a of the first constraint, and the dual is concave in a: golden-section search."""
     bound = _evidence_bound(terms, level)
-    plus = _Sizes(sorted((s.runs for sign, s in terms if sign > 0), reverse=True))
-    minus = _Sizes(sorted(s.runs for sign, s in terms if sign < 0))
-    top, bottom = count * pins[0], count * pins[1]
+    plus = _Group([s.runs for sign, s in terms if sign > 0], 1, pins.plus, count)
+    minus = _Group([s.runs for sign, s in terms if sign < 0], -1, pins.minus, count)
 
     def dual(log_a: float) -> float:
         a = math.exp(log_a)
-        return a * bound + plus.best_b(a, top) + minus.best_c(a, bottom)
+        return a * bound + plus.best(a) + minus.best(a)
 
     sizes = plus.sizes + minus.sizes
     low, high = math.log(1e-9 / max(sizes)), math.log(4.0 / min(sizes))
@@ -166,37 +164,46 @@ def _dual(terms: Sequence[Term], count: int, level: float, pins: tuple[float, fl
     return best / count
 
 
-class _Sizes:
-    """The run counts of one sign's strata, sorted, with their prefix sums: each term of the
-    dual in O(log n)."""
+class _Group:
+    """One sign's strata in the dual: the run counts in the order that sorts r = sign (a n - 1)
+    from largest to least, with their prefix sums, and the pin on their mean rate."""
 
-    def __init__(self, sizes: list[int]) -> None:
-        self.sizes = sizes
-        self.prefix = [0, *itertools.accumulate(sizes)]
+    def __init__(self, sizes: list[int], sign: int, pin: Interval, count: int) -> None:
+        self.sizes = sorted(sizes, reverse=sign > 0)
+        self.sign = sign
+        self.prefix = [0, *itertools.accumulate(self.sizes)]
+        self.top, self.bottom = count * pin.high, count * pin.low
 
-    def best_b(self, a: float, top: float) -> float:
-        """The max over b >= 0 of the sum over + strata of min(0, 1 + b - a n) - b top (sizes
-        descending): b rises to the (floor(top) + 1)-th largest a n - 1, while more strata than
-        top gain."""
-        keep = math.floor(top)
-        b = max(0.0, a * self.sizes[keep] - 1) if keep < len(self.sizes) else 0.0
-        j = self._above((1 + b) / a)  # sizes with a n - 1 > b
-        return j * (1 + b) - a * self.prefix[j] - b * top
+    def best(self, a: float) -> float:
+        """The max over t of h(t) = sum over the strata of min(0, t - r) - t top (t >= 0) or
+        - t bottom (t < 0): t is the pin's net multiplier. h is concave, its slope the strata
+        with r above t less top (or bottom): it is largest where that count crosses them, or at
+        0. Any t gives a valid bound; these are the best."""
+        candidates = {0.0}
+        for edge, positive in ((self.top, True), (self.bottom, False)):
+            k = math.floor(edge) if positive else math.ceil(edge) - 1
+            for i in (k - 1, k, k + 1):
+                if 0 <= i < len(self.sizes):
+                    r = self._r(a, i)
+                    if (r > 0) == positive:
+                        candidates.add(r)
+        return max(self._h(a, t) for t in candidates)
 
-    def best_c(self, a: float, bottom: float) -> float:
-        """The max over c >= 0 of the sum over - strata of min(0, a n - 1 - c) + c bottom (sizes
-        ascending): c rises to the (floor(bottom) + 1)-th least a n - 1."""
-        keep = math.floor(bottom)
-        c = max(0.0, a * self.sizes[keep] - 1) if 0 <= keep < len(self.sizes) else 0.0
-        j = bisect.bisect_left(self.sizes, (1 + c) / a)  # sizes with a n - 1 < c
-        return a * self.prefix[j] - j * (1 + c) + c * bottom
+    def _r(self, a: float, i: int) -> float:
+        return self.sign * (a * self.sizes[i] - 1)
 
-    def _above(self, cut: float) -> int:
-        """How many of the (descending) sizes exceed `cut`."""
+    def _h(self, a: float, t: float) -> float:
+        j = self._above(a, t)  # the strata with r > t
+        total_r = self.sign * (a * self.prefix[j] - j)
+        pin = self.top if t >= 0 else self.bottom
+        return j * t - total_r - t * pin
+
+    def _above(self, a: float, t: float) -> int:
+        """How many strata have r above t (r descending)."""
         low, high = 0, len(self.sizes)
         while low < high:
             middle = (low + high) // 2
-            if self.sizes[middle] > cut:
+            if self._r(a, middle) > t:
                 low = middle + 1
             else:
                 high = middle

@@ -11,8 +11,10 @@ import random
 import pytest
 
 from bench.suite_comparison import Suite, clip, harness, speeds, twice, uniform, walk
+from stream_app.metrics.intervals import Interval
 from stream_app.metrics.suite_comparison import (
     Outcomes,
+    Pins,
     Stratum,
     Term,
     _dual,
@@ -103,7 +105,8 @@ def test_the_dual_without_pins_is_the_knapsack() -> None:
         count = rnd.randint(1, 12)
         terms = random_terms(rnd, count)
         unpinned = _knapsack(terms, count, LEVEL)
-        assert _dual(terms, count, LEVEL, (1.0, 0.0)) == pytest.approx(unpinned, abs=1e-12)
+        free = Pins(Interval(0.0, 1.0), Interval(0.0, 1.0))
+        assert _dual(terms, count, LEVEL, free) == pytest.approx(unpinned, abs=1e-12)
 
 
 def test_pins_only_ever_narrow_the_interval() -> None:
@@ -111,7 +114,8 @@ def test_pins_only_ever_narrow_the_interval() -> None:
     for _ in range(200):
         count = rnd.randint(1, 12)
         terms = random_terms(rnd, count)
-        pins = (rnd.uniform(0.3, 1.0), rnd.uniform(0.0, 0.7))
+        plus, minus = sorted(rnd.random() for _ in range(2)), sorted(rnd.random() for _ in range(2))
+        pins = Pins(Interval(*plus), Interval(*minus))
         assert _dual(terms, count, LEVEL, pins) >= _knapsack(terms, count, LEVEL) - 1e-12
 
 

@@ -76,6 +76,24 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
     assert json.loads(table[record_key("agent/T1", "a")])["o"] == [3, 3, pytest.approx(spread)]
 
 
+async def test_a_tier_quarantined_while_its_suite_is_published_is_withdrawn() -> None:
+    """A batch of T1 alone loads T0 to compare with; T0's only record cannot load: it is
+    quarantined, and T0 withdrawn, not left on the topic and in the gauges."""
+    stage, sends, table = stage_with()
+    topic = stage.settings.topics.suite_runs
+    both = [message("a", 1, 2, tier="T0", passed=True), message("a", 1, 2, passed=False)]
+    await stage.handle(records(topic, both))
+    table[record_key("agent/T0", "a")] = b'{"e": 1}'
+    stage.drop_cache()
+    sends.sent.clear()
+    await stage.handle(records(topic, [message("a", 3, passed=True)]))
+    assert len(sends.to(stage.settings.topics.dead_letter)) == 1
+    assert sends.tombstones(stage.settings.topics.suites) == [b"agent/T0"]
+    assert ("agent", "T0") not in stage.exporter.suites.suites
+    [t1] = sends.to(stage.settings.topics.suites)
+    assert (t1["tier"], t1["pass_rate_difference"]) == ("T1", None)
+
+
 async def test_a_share_stored_before_outcomes_loads_and_counts_none() -> None:
     stage, sends, table = stage_with()
     topic = stage.settings.topics.suite_runs

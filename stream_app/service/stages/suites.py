@@ -156,8 +156,8 @@ class SuitesStage(TableStage[SuiteState]):
 
     async def _publish_suites(self, touched: set[str], states: dict[str, SuiteState]) -> None:
         """Publish every tier of each suite a key of `touched` belongs to (made from `states`,
-        else the cache or the records), and withdraw each touched suite tier with no experiment
-        left."""
+        else the cache or the records), and withdraw each touched or quarantined suite tier with
+        no experiment left."""
         by_suite: dict[str, set[str]] = {}
         for key in touched:
             by_suite.setdefault(split_tier_key(key)[0], set()).add(key)
@@ -171,10 +171,12 @@ class SuitesStage(TableStage[SuiteState]):
             alive: dict[str, SuiteState] = {}
             for key in sorted(keys):
                 state = tiers.get(key)
+                # a tier quarantined while loaded here (to compare with) is withdrawn too
+                changed = key in touched or key in self.purged
                 self.purged.discard(key)
                 if state is None or not state.shares:
                     self.cache.pop(key.encode(), None)
-                    if key in touched:
+                    if changed:
                         await self.outputs.retire_suite_tier(*split_tier_key(key))
                     continue
                 self.cache[key.encode()] = state
