@@ -170,8 +170,8 @@ def legend(level: float, capacity: int) -> list[str]:
 SUITE_LEGEND = (
     "a suite is every experiment of one agent; pass %: the mean of its experiments' pass rates, "
     "each weighing the same.",
-    "vs baseline: paired by experiment (each tier's first runs, as many as the fewer has) over "
-    "those paired so far;",
+    "vs baseline: its pass rate minus the baseline's, paired by experiment (each weighing the "
+    "same), over those paired;",
     "a suite's differences hold all at once. DROPPED = its detectors paged (alert "
     "SuiteTierDropped).",
     # A suite of one experiment never pages (core.suite_state.MIN_EXPERIMENTS): its tiers' own
