@@ -21,7 +21,10 @@ def median(values: Sequence[float]) -> float:
     """Middle value; mean of the two middle values for an even count."""
     if not values:
         raise ValueError("median of no values")
-    ordered = sorted(values)
+    return _median_of_sorted(sorted(values))
+
+
+def _median_of_sorted(ordered: Sequence[float]) -> float:
     n = len(ordered)
     mid = n // 2
     if n % 2:
@@ -40,10 +43,11 @@ _PLAIN_LIMIT: Final = 2.0**500
 can overflow, and the plain formulas run unscaled (so subnormal values keep every bit)."""
 
 
-def _scale(values: Sequence[float]) -> float:
-    """1.0 when the plain formulas are safe, else a power of two near the largest |value|:
-    dividing by it is exact and leaves every magnitude below 2 (2**1024 is no float: the min)."""
-    largest = max(abs(v) for v in values)
+def _scale(values: Sequence[float], low: float, high: float) -> float:
+    """1.0 when the plain formulas are safe, else a power of two near the largest |value|
+    (`low` and `high` are the values' min and max): dividing by it is exact and leaves every
+    magnitude below 2 (2**1024 is no float: the min)."""
+    largest = max(abs(low), abs(high))
     if largest <= _PLAIN_LIMIT and len(values) < 2**20:
         return 1.0
     return math.ldexp(1.0, min(math.frexp(largest)[1], 1023))
@@ -53,25 +57,33 @@ def mean(values: Sequence[float]) -> float:
     """Arithmetic mean; +inf when any value is +inf."""
     if not values:
         raise ValueError("mean of no values")
-    low, high = min(values), max(values)
+    return _mean(values, min(values), max(values))
+
+
+def _mean(values: Sequence[float], low: float, high: float) -> float:
     if math.isinf(high) or math.isinf(low):
         return high if math.isinf(high) else low
     if low == high:
         return low
-    scale = _scale(values)
-    scaled_mean = math.fsum(v / scale for v in values) / len(values)
+    scale = _scale(values, low, high)
+    if scale == 1.0:  # v / 1.0 is v: the same sum without the divisions
+        scaled_mean = math.fsum(values) / len(values)
+    else:
+        scaled_mean = math.fsum(v / scale for v in values) / len(values)
     return min(max(scaled_mean * scale, low), high)
 
 
-def _scaled_variance(values: Sequence[float]) -> tuple[float, float]:
-    """(σ² / s², s) for a power of two s: the variance is their product, the std-dev
-    sqrt(first) · s, each +inf only when it truly exceeds the float range."""
-    mu = mean(values)
+def _scaled_variance(
+    values: Sequence[float], mu: float, low: float, high: float
+) -> tuple[float, float]:
+    """(σ² / s², s) for a power of two s, given the values' mean, min and max: the variance
+    is their product, the std-dev sqrt(first) · s, each +inf only when it truly exceeds the
+    float range."""
     if math.isinf(mu):
         return math.inf, 1.0
-    if min(values) == max(values):
+    if low == high:
         return 0.0, 1.0
-    scale = _scale(values)
+    scale = _scale(values, low, high)
     scaled_mu = mu / scale
     deviations = [v / scale - scaled_mu for v in values]  # each within [-4, 4]
     return math.fsum(d * d for d in deviations) / len(values), scale
@@ -81,7 +93,8 @@ def population_variance(values: Sequence[float]) -> float:
     """Σ(v - mean)² / n; +inf when any value is infinite; 0.0 for a single value."""
     if not values:
         raise ValueError("variance of no values")
-    scaled, scale = _scaled_variance(values)
+    low, high = min(values), max(values)
+    scaled, scale = _scaled_variance(values, _mean(values, low, high), low, high)
     return scaled * scale * scale
 
 
@@ -89,7 +102,12 @@ def std_dev(values: Sequence[float]) -> float:
     """Population standard deviation (we have every run of the window, not a sample)."""
     if not values:
         raise ValueError("std-dev of no values")
-    scaled, scale = _scaled_variance(values)
+    low, high = min(values), max(values)
+    return _std_dev(values, _mean(values, low, high), low, high)
+
+
+def _std_dev(values: Sequence[float], mu: float, low: float, high: float) -> float:
+    scaled, scale = _scaled_variance(values, mu, low, high)
     return math.sqrt(scaled) * scale
 
 
@@ -97,23 +115,29 @@ def mode(values: Sequence[float]) -> float:
     """Most frequent value after rounding to 6 decimals; the smallest among ties."""
     if not values:
         raise ValueError("mode of no values")
-    counts = Counter(round(v, MODE_DECIMALS) for v in values)
+    rounded = [round(v, MODE_DECIMALS) for v in values]
+    if len(set(rounded)) == len(rounded):  # each once: the smallest, as below
+        return min(rounded)
+    counts = Counter(rounded)
     top = max(counts.values())
     return min(v for v, c in counts.items() if c == top)
 
 
 def compute_statistics(values: Sequence[float]) -> Statistics:
-    """All of seed 001's statistics over a non-empty list of values (never NaN)."""
+    """All of seed 001's statistics over a non-empty list of values (never NaN). Once per
+    published aggregate and metric: the min, max and mean are found once and shared."""
     if not values:
         raise ValueError("statistics of no values")
-    if any(math.isnan(v) for v in values):
+    if any(map(math.isnan, values)):
         raise ValueError("NaN among the values")
+    low, high = min(values), max(values)
+    mu = _mean(values, low, high)
     return Statistics(
-        median=median(values),
-        mean=mean(values),
+        median=_median_of_sorted(sorted(values)),
+        mean=mu,
         mode=mode(values),
-        min=min(values),
-        max=max(values),
-        std_dev=std_dev(values),
+        min=low,
+        max=high,
+        std_dev=_std_dev(values, mu, low, high),
         count=len(values),
     )
