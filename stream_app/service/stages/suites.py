@@ -9,6 +9,7 @@ record of the one-record-per-suite format before shares is replaced (docs/archit
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -190,6 +191,7 @@ class SuitesStage(TableStage[SuiteState]):
                 settings.interval_confidence,
             ):
                 await self.outputs.suite_tier(report)
+                await asyncio.sleep(0)  # the other hops run between two reports
 
     async def _recover(self, owned: set[int]) -> int:
         """Make every owned suite tier from its records and re-publish it (a suite's tiers
