@@ -19,7 +19,8 @@ from faust.types import StreamT
 
 from stream_app import __version__
 from stream_app.core.window import to_epoch_us
-from stream_app.service.batches import Stage, run_batches, stop_fatally
+from stream_app.service.adaptive_stream import Waiting
+from stream_app.service.batches import Batching, Stage, run_batches, stop_fatally
 from stream_app.service.changelog_table import ChangelogTable
 from stream_app.service.exporter import Exporter
 from stream_app.service.faust_app import EvalstreamApp, faust_app
@@ -86,8 +87,11 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
     # Output topics are written through the producer directly (see `send`) and created by the
     # worker's start-up (`topology.create_topics`), so they need no Faust topic objects.
     sources: dict[str, Stage] = {}
+    upstream: set[str] = set()
     for hop, source, hop_stage in stages.wired(settings):
-        take = {"max_": hop.batch_max(settings), "within": settings.batch_within_s}
+        waiting = lag_of(app, source, set(upstream), settings.batch_max_events)
+        upstream.add(source)
+        take = Batching(hop.batch_max(settings), settings.batch_within_s, waiting)
         agent_of(app, app.topic(source, partitions=n, **RAW), hop_stage, take, exporter)
         sources[source] = hop_stage
     exporter.declare(
@@ -150,13 +154,28 @@ def install_timers(
             log.info("retired %d idle experiments, e.g. %s", len(retired), retired[0])
 
 
+def lag_of(app: faust.App, source: str, upstream: set[str], backlog: int) -> Waiting:
+    """What a hop's batches wait for: the messages of its `source` this worker has yet to hand
+    to it, and `backlog` more while the hops before it (reading `upstream`) are more than
+    `backlog` messages behind: their output is then on its way in bulk."""
+
+    def waiting() -> int:
+        consumer = cast(Consumer, app.consumer)
+        own = sum(consumer.lag({source}).values())  # ints
+        if upstream and sum(consumer.lag(upstream).values()) > backlog:  # ints
+            return own + backlog
+        return own
+
+    return waiting
+
+
 def agent_of(
-    app: faust.App, topic: Any, stage: Stage, batch: dict[str, Any], exporter: Exporter
+    app: faust.App, topic: Any, stage: Stage, batching: Batching, exporter: Exporter
 ) -> None:
     """One Faust agent that runs `stage` over `topic` in batches."""
 
     async def agent(stream: StreamT[bytes]) -> None:
-        await run_batches(stream, stage, batch, exporter)
+        await run_batches(stream, stage, batching, exporter)
 
     app.agent(topic, name=stage.name)(agent)
 

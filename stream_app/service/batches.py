@@ -9,14 +9,15 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Protocol, cast
 
-import faust
 from faust.types import EventT, StreamT
 from faust.types.tuples import ack_lock
 
 from stream_app.core.ingest import error_text
 from stream_app.exit_codes import FATAL
+from stream_app.service.adaptive_stream import AdaptiveStream, Waiting
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 
@@ -84,15 +85,29 @@ def records_of(events: Sequence[EventT[bytes]]) -> list[Record]:
     return out
 
 
+@dataclass(frozen=True)
+class Batching:
+    """How an agent takes its batches (`AdaptiveStream.take_waiting`): at most `max_events`
+    records, waiting at most `within_s` for those the lag (`waiting`) says are on their way."""
+
+    max_events: int
+    within_s: float
+    waiting: Waiting
+
+
 async def run_batches(
-    stream: StreamT[bytes], stage: Stage, batch: dict[str, Any], exporter: Exporter
+    stream: StreamT[bytes], stage: Stage, batching: Batching, exporter: Exporter
 ) -> None:
     """An agent's loop over `stage`. Whatever escapes `handle` is no event's fault and stops the
     worker before the batch is committed; a batch cancelled mid-way (shutdown) is withheld from
     the commit, so it is redelivered rather than half done."""
     histogram = exporter.processing.labels(stage=stage.name)
+    sizes = exporter.batch_size.labels(stage=stage.name)
     events: Sequence[EventT[bytes]]
-    async for events in cast(faust.Stream[bytes], stream).take_events(**batch):
+    batches = cast(AdaptiveStream, stream).take_waiting(
+        batching.max_events, batching.within_s, batching.waiting
+    )
+    async for events in batches:
         started = time.perf_counter()
         try:
             handled = await stage.handle(records_of(events))
@@ -109,6 +124,7 @@ async def run_batches(
         except Exception as exc:
             withhold_acks(events)
             stop_fatally(stage.name, exc)
+        sizes.observe(len(events))
         per_event = (time.perf_counter() - started) / max(handled, 1)
         for _ in range(handled):  # the batch's time spread over its events
             histogram.observe(per_event)

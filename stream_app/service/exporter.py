@@ -212,6 +212,14 @@ class Exporter:
             ),
             registry=self.registry,
         )
+        self.batch_size = Histogram(
+            "evalstream_batch_records",
+            "Records per batch a stage took: what was waiting, up to its bound (one while the "
+            "input is quiet, thousands under a backlog)",
+            ["stage"],
+            buckets=(1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10000),
+            registry=self.registry,
+        )
         self.run_age = Histogram(
             "evalstream_run_age_seconds",
             "Processing time minus the run's completed_at",
@@ -258,6 +266,7 @@ class Exporter:
         """Create the per-stage and per-table series at 0, so that rates exist before traffic."""
         for stage in stages:
             self.processing.labels(stage=stage)
+            self.batch_size.labels(stage=stage)
         for table in tables:
             self.quarantined.labels(table=table)
 

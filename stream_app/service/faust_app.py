@@ -10,6 +10,7 @@ import faust
 from faust.app import BootStrategy
 from faust.types import ServiceT
 
+from stream_app.service.adaptive_stream import AdaptiveStream
 from stream_app.service.faust_transport import transport_for
 from stream_app.service.kafka_client import faust_credentials
 from stream_app.service.quiet_monitor import QuietMonitor
@@ -85,6 +86,7 @@ def faust_app(settings: Settings) -> EvalstreamApp:
         web_transport="tcp://",
         canonical_url=settings.canonical_url,
         Monitor=QuietMonitor,
+        Stream=AdaptiveStream,
     )
     app.transport = transport_for(app)
     return app

@@ -155,10 +155,16 @@ class Settings(CoreConfig, BaseSettings):
     session_timeout_s: float = Field(default=10.0, gt=0)
     heartbeat_interval_s: float = Field(default=3.0, gt=0)
     batch_max_events: int = Field(
-        default=1000, ge=1, description="Events an agent takes at once (per key per batch writes)."
+        default=10_000,
+        ge=1,
+        description="Most events an agent takes at once (a batch is what is waiting, up to "
+        "this); also the backlog past which the later hops wait for the earlier hops' output.",
     )
     batch_within_s: float = Field(
-        default=0.02, gt=0, description="Longest wait to fill a batch; bounds the added latency."
+        default=0.2,
+        gt=0,
+        description="Longest wait for the events the backlog says are on their way; a batch "
+        "never waits while nothing is.",
     )
     broker_kind: Literal["auto", "kafka", "tansu"] = Field(
         default="auto",

@@ -1,0 +1,70 @@
+"""The worker's batches on Apache Kafka: a backlog is taken in batches of thousands, a quiet
+input one event at a time even with a long `batch_within_s` (nothing waits while nothing is
+on its way), and what the worker publishes is still `replay`'s."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from stream_app.processes.worker_process import Samples, metric_total
+from stream_app.synthetic import synthetic_lines
+from tests.integration.harness import (
+    Worker,
+    make_broker,
+    outputs_equal_replay,
+    produce_lines,
+    settings_for,
+    wait_until,
+)
+
+BACKLOG = 6000
+QUIET = 5
+
+
+def handled(samples: Samples) -> float:
+    return metric_total(samples, "evalstream_processing_seconds_count", stage="validate")
+
+
+def batches_within(samples: Samples, records: int) -> float:
+    """Validate batches of at most `records` records (the histogram's cumulative bucket)."""
+    return metric_total(
+        samples, "evalstream_batch_records_bucket", stage="validate", le=f"{records:.1f}"
+    )
+
+
+def test_a_backlog_goes_in_big_batches_a_quiet_input_one_event_at_a_time(tmp_path: Path) -> None:
+    with make_broker(tmp_path / "broker.log") as broker:
+        settings = settings_for(broker)
+        start = datetime(2027, 3, 1, tzinfo=UTC)
+        backlog = list(synthetic_lines(BACKLOG, experiments=20, seed=3, start=start))
+        produce_lines(settings, backlog)  # waiting before the worker starts
+        worker = Worker(broker, tmp_path, "worker", EVALSTREAM_BATCH_WITHIN_S="2.0").start()
+        try:
+            worker.wait_ready()
+            wait_until(lambda: handled(worker.metrics()) == BACKLOG, 120, what="the backlog")
+            samples = worker.metrics()
+            total = metric_total(samples, "evalstream_batch_records_count", stage="validate")
+            assert total - batches_within(samples, 1000) >= 1, "no batch beyond 1,000 runs"
+            assert total < BACKLOG / 100, f"{total:.0f} batches for {BACKLOG} runs"
+
+            # Quiet: one run every 0.3 s. Had a batch waited its 2 s for more, runs would
+            # share batches; each goes alone.
+            singles = batches_within(samples, 1)
+            later = list(synthetic_lines(QUIET, experiments=1, seed=4, start=start, prefix="quiet"))
+            for line in later:
+                produce_lines(settings, [line])
+                time.sleep(0.3)
+            wait_until(
+                lambda: handled(worker.metrics()) == BACKLOG + QUIET, 60, what="the quiet runs"
+            )
+            assert batches_within(worker.metrics(), 1) - singles == QUIET
+            wait_until(
+                lambda: outputs_equal_replay(settings, backlog + later),
+                timeout=60,
+                what="outputs equal to replay",
+            )
+        finally:
+            code = worker.stop()
+        assert code == 0, f"worker did not stop cleanly ({code}):\n{worker.log()}"
