@@ -16,7 +16,9 @@ Consumers, each reading the same topic from the start in every round:
   its output records' timestamps (no `/metrics` polling while it is measured).
 Then, with the worker: latency from produce to aggregate at a steady 1,000 events/s, `/metrics`
 with 5,000 experiments x 7 tiers (render time, `/healthz` during a scrape), and RSS after the
-rounds and after --soak-events.
+rounds and after --soak-events. Last, recovery: a worker holding 10k, 35k and 100k tiers
+(--recovery-tiers) is SIGKILLed and a new one started at once; the time until it answers
+/readyz and until it publishes again (and the largest size once more with static membership).
 
 The race runs on Apache Kafka by default (one KRaft node on loopback, from `.tools/kafka`, as
 production would run it); `--broker tansu` runs it on Tansu, the demo's embedded broker. Writes
@@ -77,7 +79,8 @@ from stream_app.service.kafka_client import (  # noqa: E402
     topic_partitions,
 )
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
-from stream_app.synthetic import synthetic_lines  # noqa: E402
+from stream_app.service.topology import STATEFUL, changelog_topic  # noqa: E402
+from stream_app.synthetic import synthetic_events, synthetic_lines  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 QUIX_VENV = ROOT / "bench" / ".venv-quix"
@@ -271,14 +274,14 @@ def quix_peer(broker: Broker, count: int, workdir: Path, round_: int) -> dict[st
     )
 
 
-def worker_settings(broker: Broker, name: str) -> Settings:
+def worker_settings(broker: Broker, name: str, input_topic: str = TOPIC) -> Settings:
     """A worker of its own: app id (group, changelogs) and output topics named after `name`."""
     return load_settings(
         broker_url=broker.url,
         partitions=PARTITIONS,
         app_id=name,
         topics={
-            "input": TOPIC,
+            "input": input_topic,
             "dead_letter": f"{name}-dlq",
             "runs_by_tier": f"{name}-runs-by-tier",
             "aggregates": f"{name}-aggregates",
@@ -293,7 +296,9 @@ def worker_settings(broker: Broker, name: str) -> Settings:
 class Worker(WorkerProcess):
     """The evalstream worker under measurement, started at once, quiet, in its own group."""
 
-    def __init__(self, broker: Broker, workdir: Path, settings: Settings) -> None:
+    def __init__(
+        self, broker: Broker, workdir: Path, settings: Settings, port: int | None = None
+    ) -> None:
         t = settings.topics
         self.on_tansu = isinstance(broker, EmbeddedBroker)
         super().__init__(
@@ -301,10 +306,17 @@ class Worker(WorkerProcess):
             settings.app_id,
             broker_url=broker.url,
             partitions=PARTITIONS,
+            port=port,
             cwd=workdir,
             env={
                 "EVALSTREAM_APP_ID": settings.app_id,
-                "EVALSTREAM_LOG_LEVEL": "warning",
+                "EVALSTREAM_LOG_LEVEL": os.environ.get("BENCH_WORKER_LOG_LEVEL", "warning"),
+                "EVALSTREAM_TOPICS__INPUT": t.input,
+                **(
+                    {"EVALSTREAM_GROUP_INSTANCE_ID": settings.group_instance_id}
+                    if settings.group_instance_id
+                    else {}
+                ),
                 "EVALSTREAM_TOPICS__DEAD_LETTER": t.dead_letter,
                 "EVALSTREAM_TOPICS__RUNS_BY_TIER": t.runs_by_tier,
                 "EVALSTREAM_TOPICS__AGGREGATES": t.aggregates,
@@ -473,6 +485,18 @@ def stage_seconds(worker: Worker) -> dict[str, float]:
     }
 
 
+def batch_means(worker: Worker) -> dict[str, float]:
+    """Records per batch each stage took so far, on average (its batch-size histogram)."""
+    samples = worker.metrics(timeout=30)
+    sums, counts = {}, {}
+    for (name, keys), value in samples.items():
+        if name == "evalstream_batch_records_sum":
+            sums[dict(keys)["stage"]] = value
+        elif name == "evalstream_batch_records_count":
+            counts[dict(keys)["stage"]] = value
+    return {stage: sums[stage] / counts[stage] for stage in sums if counts.get(stage)}
+
+
 def scrape_once(url: str) -> int:
     """Fetch a page as Prometheus would, with curl when there is one: Python's http.client
     reading a chunked 25 MB body is slow enough to starve the worker of this 2-core machine and
@@ -577,6 +601,82 @@ def scrape_figures(worker: Worker, settings: Settings, experiments: int = 5000) 
     }
 
 
+RECOVERY_TIERS = (10_000, 35_000, 100_000)
+
+
+def recovery_figures(
+    broker: Broker, workdir: Path, tiers: int, static: bool = False
+) -> dict[str, Any]:
+    """A worker holding `tiers` tiers (one run each, 7 tiers an experiment) is killed with
+    SIGKILL and started again at once on the same address, as a supervisor would: seconds until
+    the new worker answers `/readyz` with 200, and until it has published the aggregate of a
+    run produced just after the kill (emitting again). `static`: both with the same
+    `group_instance_id`, so that the new one need not wait out the dead one's session."""
+    name = f"bench-recovery-{tiers}" + ("-static" if static else "")
+    settings = worker_settings(broker, name, input_topic=f"{name}-input")
+    if static:
+        settings = settings.model_copy(update={"group_instance_id": f"{name}-worker"})
+    t = settings.topics
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    lines = events(tiers, seed=5, start=start, experiments=math.ceil(tiers / 7))
+    asyncio.run(produce(settings, lines, progress=None, create_topics=True))
+    first = Worker(broker, workdir, settings)
+    try:
+        first.wait_ready(timeout=300)
+        first.wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_runs])
+    except BaseException:
+        first.stop(timeout=30)
+        raise
+    changelog = asyncio.run(changelog_records(settings))
+    probe = dict(next(iter(synthetic_events(1, experiments=1, start=start, prefix="bench"))))
+    probe.update(run_id="bench-01/T0/recovery-probe", completed_at="2030-02-01T00:00:00+00:00")
+    figures = asyncio.run(restart_after_kill(broker, workdir, first, settings, probe))
+    return {"tiers": tiers, "static": static, "changelog_records": changelog, **figures}
+
+
+async def changelog_records(settings: Settings) -> int:
+    """Records written to the worker's table changelogs (before compaction)."""
+    names = [changelog_topic(settings, stage) for stage in STATEFUL]
+    async with groupless_consumer(client_kwargs(settings)) as consumer:
+        tps = [TopicPartition(n, p) for n in names for p in range(PARTITIONS)]
+        return sum((await consumer.end_offsets(tps)).values())
+
+
+async def restart_after_kill(
+    broker: Broker, workdir: Path, first: Worker, settings: Settings, probe: dict[str, Any]
+) -> dict[str, float]:
+    """Kill `first`, start its successor, produce `probe`; time both answers from the kill."""
+    wanted = probe["run_id"]
+    async with groupless_consumer(
+        client_kwargs(settings),
+        settings.topics.aggregates,
+        auto_offset_reset="latest",
+        fetch_max_wait_ms=20,
+    ) as consumer:
+        await consumer.getmany(timeout_ms=500)  # positioned at the end before the kill
+        first.kill()
+        killed = time.monotonic()
+        second = Worker(broker, workdir, settings, port=first.port)  # as a supervisor would
+        try:
+            await produce(
+                settings, [json.dumps(probe).encode()], progress=None, create_topics=False
+            )
+            ready = emitting = None
+            while ready is None or emitting is None:
+                if time.monotonic() - killed > 600:
+                    raise TimeoutError("the restarted worker did not recover within 600 s")
+                if ready is None and second.ready(timeout=1):
+                    ready = time.monotonic() - killed
+                batch = await consumer.getmany(timeout_ms=100)
+                for records in batch.values():
+                    for record in records:
+                        if record.value and wanted in json.loads(record.value)["run_ids"]:
+                            emitting = emitting or time.monotonic() - killed
+            return {"ready_s": ready, "emitting_s": emitting}
+        finally:
+            second.stop(timeout=30)
+
+
 def machine() -> dict[str, Any]:
     cpu = next(
         (
@@ -633,6 +733,10 @@ def write_markdown(results: dict[str, Any]) -> None:
 The worker's time per hop in the last round (its `evalstream_processing_seconds` sums, batches'
 time including the wait for the broker's acknowledgements): {shares}.
 """
+    if results.get("batches"):
+        means = ", ".join(f"{k} {v:,.0f}" for k, v in results["batches"][-1].items())
+        extra += f"""Records per batch in that round, on average (`evalstream_batch_records`): {means}.
+"""
     if "latency" in results:
         lat = results["latency"]
         extra += f"""
@@ -664,6 +768,8 @@ time including the wait for the broker's acknowledgements): {shares}.
 | peak (VmHWM) until then | {rss["peak"]:.0f} MiB |
 | then with {results["scrape"]["tiers"]:,} tiers more (the `/metrics` phase) | {rss["with_scrape_tiers"]:.0f} MiB |
 """
+    if results.get("recovery"):
+        extra += recovery_table(results["recovery"])
     m = results["machine"]
     broker = results["broker"]
     name = broker["name"]
@@ -684,6 +790,29 @@ partitions, {broker["label"]} on loopback.
 {extra}<!-- /results:{name} -->"""
     path = ROOT / "BENCHMARKS.md"
     path.write_text(replace_section(path.read_text(), name, section))
+
+
+def recovery_table(recovery: list[dict[str, Any]]) -> str:
+    """The recovery rows, and the seconds each 1,000 tiers more added (linear or not)."""
+    rows = []
+    dynamic = [r for r in recovery if not r.get("static")]
+    for i, r in enumerate(recovery):
+        growth = "—"
+        if 0 < i < len(dynamic):
+            before = recovery[i - 1]
+            per = (r["ready_s"] - before["ready_s"]) / (r["tiers"] - before["tiers"]) * 1000
+            growth = f"{per:.2f} s"
+        membership = "static (`group_instance_id`)" if r.get("static") else "dynamic (default)"
+        rows.append(
+            f"| {r['tiers']:,.0f} | {membership} | {r['changelog_records']:,.0f} "
+            f"| {r['ready_s']:.1f} s | {r['emitting_s']:.1f} s | {growth} |"
+        )
+    body = "\n".join(rows)
+    return f"""
+| recovery: SIGKILL, a new worker at once; tiers held | group membership | changelog records | `/readyz` 200 | emitting again | per 1,000 tiers more |
+|---|---|---|---|---|---|
+{body}
+"""
 
 
 def replace_section(text: str, name: str, section: str) -> str:
@@ -721,6 +850,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--scrape-experiments", type=int, default=5000, help="experiments (x 7 tiers) scraped"
+    )
+    parser.add_argument(
+        "--recovery-tiers",
+        default=",".join(str(n) for n in RECOVERY_TIERS),
+        help="tiers held by the worker that is killed and restarted, comma-separated ('': skip)",
     )
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--latency-seconds", type=float, default=30.0)
@@ -760,6 +894,14 @@ def main() -> int:
         results["broker"] = broker_info(broker)
         log(f"broker: {results['broker']['label']} on {broker.address}")
         samples = race(broker, workdir, only, args, results)
+        sizes = [int(n) for n in args.recovery_tiers.split(",") if n]
+        if not args.throughput_only and sizes:
+            # each size with the defaults, then the largest with static membership
+            for tiers, static in [*((n, False) for n in sizes), (max(sizes), True)]:
+                log(f"recovery after SIGKILL with {tiers:,} tiers{' (static)' * static}")
+                figures = recovery_figures(broker, workdir, tiers, static)
+                results.setdefault("recovery", []).append(figures)
+                log(f"  {figures}")
     results["throughput"] = {name: summary(v) for name, v in samples.items() if v}
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2) + "\n")
@@ -842,6 +984,7 @@ def race(
                     )
                     figures = {"events": args.events, "seconds": span}
                     results.setdefault("stages", []).append(stage_seconds(last))
+                    results.setdefault("batches", []).append(batch_means(last))
                     if r < args.rounds - 1:  # idle, it would still poll during the others
                         last.stop(timeout=30)
                         last = None
@@ -905,7 +1048,7 @@ def print_table(results: dict[str, Any]) -> None:
             print(
                 f"{LABELS[name]:<62} {f['min']:>9,.0f} {f['median']:>9,.0f} {f['max']:>9,.0f}  {ratio}"
             )
-    for key in ("latency", "scrape", "rss_mib"):
+    for key in ("latency", "scrape", "rss_mib", "recovery"):
         if key in results:
             print(f"{key}: {json.dumps(results[key])}")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import faust
 from faust.app import BootStrategy
+from faust.tables import TableManager
 from faust.types import ServiceT
 
 from stream_app.service.adaptive_stream import AdaptiveStream
@@ -38,6 +39,19 @@ class WebFirstBoot(BootStrategy):
             self.kafka_conductor(),
             self.tables(),
         )
+
+
+class PromptTableManager(TableManager):
+    """Faust's table manager without the fixed second it sleeps before registering the tables'
+    changelogs (for tables declared after the app starts): evalstream declares every table in
+    `app.create_app`, before the start, and a restarted worker joins its group a second
+    sooner."""
+
+    async def on_start(self) -> None:
+        """Register the changelogs and start the recovery, at once."""
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
 
 
 class EvalstreamApp(faust.App):
@@ -87,6 +101,8 @@ def faust_app(settings: Settings) -> EvalstreamApp:
         canonical_url=settings.canonical_url,
         Monitor=QuietMonitor,
         Stream=AdaptiveStream,
+        TableManager=PromptTableManager,
+        consumer_group_instance_id=settings.group_instance_id,
     )
     app.transport = transport_for(app)
     return app

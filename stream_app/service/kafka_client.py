@@ -211,13 +211,15 @@ async def check_reads(settings: Settings, topics: Iterable[str], group: str) -> 
         raise denied(settings, exc) from None
     finally:
         await admin.close()
-    async with groupless_consumer(settings) as consumer:
+    # One fetch of every partition at once, from the end, answered at once: a worker's start
+    # waits for it (Kafka would hold an empty fetch for its default 500 ms, per topic).
+    async with groupless_consumer(settings, fetch_max_wait_ms=10) as consumer:
         try:
-            for topic, partition in existing:
-                tp = TopicPartition(topic, partition)
-                consumer.assign([tp])
-                await consumer.seek_to_end(tp)
-                await consumer.getmany(tp, timeout_ms=200)
+            tps = [TopicPartition(topic, partition) for topic, partition in existing]
+            if tps:
+                consumer.assign(tps)
+                await consumer.seek_to_end(*tps)
+                await consumer.getmany(*tps, timeout_ms=200)
         except DENIED as exc:
             raise denied(settings, exc) from None
 

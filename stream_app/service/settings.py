@@ -152,6 +152,15 @@ class Settings(CoreConfig, BaseSettings):
         description="How the other workers reach this one's web server (query API routing); "
         "default http://web_bind:web_port, with the host name when bound to all addresses.",
     )
+    group_instance_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=249,
+        description="Static group membership (Kafka's group.instance.id): a name of this worker's "
+        "own, the same across its restarts (a pod's name, say). A worker restarted with it takes "
+        "its partitions back at once instead of after `session_timeout_s`; a worker stopped "
+        "with it keeps them, unserved, until then. Default: none (dynamic membership).",
+    )
     session_timeout_s: float = Field(default=10.0, gt=0)
     heartbeat_interval_s: float = Field(default=3.0, gt=0)
     batch_max_events: int = Field(

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.aggregates import TierAggregate
 from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
@@ -64,6 +65,9 @@ class WindowsStage(TableStage[TierState]):
         self.lagging: Callable[[], bool] = lambda: False
         """Whether this worker is behind its input (set by the app from the consumer lag): a
         backlog, after a restart say, is not idleness, so nothing retires until it is read."""
+        self.checked: tuple[TierState | None, TierAggregate | None] = (None, None)
+        """The last state `load` checked, and its aggregate: recovery publishes that one
+        rather than aggregating each tier twice."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -78,7 +82,7 @@ class WindowsStage(TableStage[TierState]):
         state = TierState.from_json(
             experiment_id, tier, settings.window_size, raw, settings.drop_design
         )
-        state.aggregate(self.settings)
+        self.checked = (state, state.aggregate(self.settings))
         return state
 
     async def _read(
@@ -165,7 +169,9 @@ class WindowsStage(TableStage[TierState]):
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
         """A recovered tier re-publishes its aggregate, and its experiment is tracked for
         retirement from when it was last touched (a state stored without it: from now)."""
-        aggregate = state.aggregate(self.settings)
+        checked, aggregate = self.checked
+        if checked is not state or aggregate is None:  # recovery: what `load` just checked
+            aggregate = state.aggregate(self.settings)
         touched = state.touched_us or to_epoch_us(datetime.now(UTC))
         self.idle.touch(state.experiment_id, touched)
         return lambda: self.outputs.aggregate(aggregate)
