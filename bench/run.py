@@ -768,6 +768,12 @@ time including the wait for the broker's acknowledgements): {shares}.
 | peak (VmHWM) until then | {rss["peak"]:.0f} MiB |
 | then with {results["scrape"]["tiers"]:,} tiers more (the `/metrics` phase) | {rss["with_scrape_tiers"]:.0f} MiB |
 """
+    if "soak_changelog_records" in results:
+        extra += f"""
+After {results["rss_mib"]["late_events"]:,} events on 280 tiers, the worker's table changelogs held
+{results["soak_changelog_records"]:,} records, which a restart reads (Kafka compacts only closed
+segments).
+"""
     if results.get("recovery"):
         extra += recovery_table(results["recovery"])
     m = results["machine"]
@@ -1032,6 +1038,9 @@ def extras(worker: Worker, broker: Broker, args: Any, results: dict[str, Any]) -
         "late": late,
         "peak": peak,
     }
+    # what a restart of this worker would read: its changelogs, as written (Kafka compacts a
+    # segment only once it is closed)
+    results["soak_changelog_records"] = asyncio.run(changelog_records(settings))
     log(f"/metrics with {args.scrape_experiments:,} experiments x 7 tiers")
     results["scrape"] = scrape_figures(worker, settings, args.scrape_experiments)
     results["rss_mib"]["with_scrape_tiers"] = worker.rss_mib()[0]
