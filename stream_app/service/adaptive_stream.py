@@ -8,6 +8,7 @@ docs/architecture.md, 'Batches sized by the backlog'."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, cast
 
@@ -69,11 +70,13 @@ class AdaptiveStream(faust.Stream[Any]):
     """Faust's stream with `take_waiting`; everything else is Faust's."""
 
     async def take_waiting(
-        self, max_: int, within: float, waiting: Waiting
+        self, max_: int, within: float, waiting: Waiting, every: float = 0.0
     ) -> AsyncGenerator[Sequence[EventT[Any]], None]:
         """Yield lists of at most `max_` events: as soon as one is here and nothing more is
         waiting; else once the batch holds what was waiting, or `within` seconds after its
-        first event, whichever comes first."""
+        first event, whichever comes first. `every`: batches start at least that many seconds
+        apart, each taking what came meanwhile (for a stage whose batch costs the same
+        whatever it holds)."""
         buffer = _Buffer(self, max_)
         channel_it = aiter(self.channel)
         queue = getattr(channel_it, "queue", None)
@@ -87,10 +90,15 @@ class AdaptiveStream(faust.Stream[Any]):
         self.add_processor(buffer.add)
         self._enable_passive(cast(ChannelT[Any], channel_it))
         loop = asyncio.get_running_loop()
+        last = -math.inf
         try:
             while not self.should_stop:
                 if not await self._filled(buffer, bound, within):
                     continue
+                pause = last + every - loop.time()
+                if pause > 0:  # what arrives meanwhile joins this batch
+                    await asyncio.sleep(pause)
+                last = loop.time()
                 buffer.consuming = loop.create_future()
                 events = list(buffer.events)
                 try:

@@ -91,7 +91,9 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
     for hop, source, hop_stage in stages.wired(settings):
         waiting = lag_of(app, source, set(upstream), settings.batch_max_events)
         upstream.add(source)
-        take = Batching(hop.batch_max(settings), settings.batch_within_s, waiting)
+        take = Batching(
+            hop.batch_max(settings), settings.batch_within_s, waiting, hop.every(settings)
+        )
         agent_of(app, app.topic(source, partitions=n, **RAW), hop_stage, take, exporter)
         sources[source] = hop_stage
     exporter.declare(

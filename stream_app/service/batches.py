@@ -88,43 +88,48 @@ def records_of(events: Sequence[EventT[bytes]]) -> list[Record]:
 @dataclass(frozen=True)
 class Batching:
     """How an agent takes its batches (`AdaptiveStream.take_waiting`): at most `max_events`
-    records, waiting at most `within_s` for those the lag (`waiting`) says are on their way."""
+    records, waiting at most `within_s` for those the lag (`waiting`) says are on their way;
+    batches at least `every_s` apart."""
 
     max_events: int
     within_s: float
     waiting: Waiting
+    every_s: float = 0.0
 
 
 async def run_batches(
     stream: StreamT[bytes], stage: Stage, batching: Batching, exporter: Exporter
 ) -> None:
-    """An agent's loop over `stage`. Whatever escapes `handle` is no event's fault and stops the
-    worker before the batch is committed; a batch cancelled mid-way (shutdown) is withheld from
-    the commit, so it is redelivered rather than half done."""
+    """An agent's loop over `stage`. Whatever escapes `handle`, or the taking of batches, is no
+    event's fault and stops the worker before the batch is committed; a batch cancelled mid-way
+    (shutdown) is withheld from the commit, so it is redelivered rather than half done."""
     histogram = exporter.processing.labels(stage=stage.name)
     sizes = exporter.batch_size.labels(stage=stage.name)
     events: Sequence[EventT[bytes]]
     batches = cast(AdaptiveStream, stream).take_waiting(
-        batching.max_events, batching.within_s, batching.waiting
+        batching.max_events, batching.within_s, batching.waiting, batching.every_s
     )
-    async for events in batches:
-        started = time.perf_counter()
-        try:
-            handled = await stage.handle(records_of(events))
-            await stage.outputs.confirm()  # a refused record fails the batch, before its commit
-        except asyncio.CancelledError:
-            withhold_acks(events)
-            stage.drop_cache()
-            log.warning(
-                "%s: a batch of %d events was cancelled mid-way; withheld from the commit",
-                stage.name,
-                len(events),
-            )
-            raise
-        except Exception as exc:
-            withhold_acks(events)
-            stop_fatally(stage.name, exc)
-        sizes.observe(len(events))
-        per_event = (time.perf_counter() - started) / max(handled, 1)
-        for _ in range(handled):  # the batch's time spread over its events
-            histogram.observe(per_event)
+    try:
+        async for events in batches:
+            started = time.perf_counter()
+            try:
+                handled = await stage.handle(records_of(events))
+                await stage.outputs.confirm()  # a refused record fails the batch, before its commit
+            except asyncio.CancelledError:
+                withhold_acks(events)
+                stage.drop_cache()
+                log.warning(
+                    "%s: a batch of %d events was cancelled mid-way; withheld from the commit",
+                    stage.name,
+                    len(events),
+                )
+                raise
+            except Exception as exc:
+                withhold_acks(events)
+                stop_fatally(stage.name, exc)
+            sizes.observe(len(events))
+            per_event = (time.perf_counter() - started) / max(handled, 1)
+            for _ in range(handled):  # the batch's time spread over its events
+                histogram.observe(per_event)
+    except Exception as exc:  # the batching itself failed (the lag, Faust's stream): no event's
+        stop_fatally(stage.name, exc)  # fault, and an agent that died quietly would stall its hop

@@ -66,16 +66,26 @@ class Hop:
     `batch_max_events` runs, enough for a key's runs to meet in one aggregate (the stage's main
     cost), not the thousand times more that as many bundles could hold."""
 
+    paced: bool = False
+    """Its batches start at least `suite_interval_s` apart: the suite hop, whose every batch
+    makes all the tiers of each suite it touches (a millisecond or two each) however few runs
+    it holds. Paced, a steady stream costs it a few batches a second, not one per windows
+    batch; suite tiers are published up to that much later."""
+
     def batch_max(self, settings: Settings) -> int:
         """Records per batch of this hop."""
         return max(1, settings.batch_max_events // self.batch_share)
+
+    def every(self, settings: Settings) -> float:
+        """Seconds between the starts of two of its batches, at least."""
+        return settings.suite_interval_s if self.paced else 0.0
 
 
 HOPS: Final = (
     Hop("input", ValidateStage),
     Hop("runs_by_tier", WindowsStage, batch_share=10),
     Hop("aggregates", CrossTierStage),
-    Hop("suite_runs", SuitesStage),
+    Hop("suite_runs", SuitesStage, paced=True),
 )
 STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
     cast(StatefulStage, hop.stage) for hop in HOPS if issubclass(hop.stage, TableStage)

@@ -1,6 +1,7 @@
 """The worker's batches on Apache Kafka: a backlog is taken in batches of thousands, a quiet
 input one event at a time even with a long `batch_within_s` (nothing waits while nothing is
-on its way), and what the worker publishes is still `replay`'s."""
+on its way), the suite hop's batches paced by `suite_interval_s`, and what the worker
+publishes is still `replay`'s."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def handled(samples: Samples) -> float:
     return metric_total(samples, "evalstream_processing_seconds_count", stage="validate")
 
 
+def batches(samples: Samples, stage: str) -> float:
+    return metric_total(samples, "evalstream_batch_records_count", stage=stage)
+
+
 def batches_within(samples: Samples, records: int) -> float:
     """Validate batches of at most `records` records (the histogram's cumulative bucket)."""
     return metric_total(
@@ -40,18 +45,25 @@ def test_a_backlog_goes_in_big_batches_a_quiet_input_one_event_at_a_time(tmp_pat
         start = datetime(2027, 3, 1, tzinfo=UTC)
         backlog = list(synthetic_lines(BACKLOG, experiments=20, seed=3, start=start))
         produce_lines(settings, backlog)  # waiting before the worker starts
-        worker = Worker(broker, tmp_path, "worker", EVALSTREAM_BATCH_WITHIN_S="2.0").start()
+        worker = Worker(
+            broker,
+            tmp_path,
+            "worker",
+            EVALSTREAM_BATCH_WITHIN_S="2.0",
+            EVALSTREAM_SUITE_INTERVAL_S="10",
+        ).start()
         try:
             worker.wait_ready()
             wait_until(lambda: handled(worker.metrics()) == BACKLOG, 120, what="the backlog")
             samples = worker.metrics()
-            total = metric_total(samples, "evalstream_batch_records_count", stage="validate")
+            total = batches(samples, "validate")
             assert total - batches_within(samples, 1000) >= 1, "no batch beyond 1,000 runs"
             assert total < BACKLOG / 100, f"{total:.0f} batches for {BACKLOG} runs"
 
             # Quiet: one run every 0.3 s. Had a batch waited its 2 s for more, runs would
-            # share batches; each goes alone.
+            # share batches; each goes alone. The suite hop, paced, takes them in one or two.
             singles = batches_within(samples, 1)
+            suite_batches = batches(samples, "suite")
             later = list(synthetic_lines(QUIET, experiments=1, seed=4, start=start, prefix="quiet"))
             for line in later:
                 produce_lines(settings, [line])
@@ -65,6 +77,7 @@ def test_a_backlog_goes_in_big_batches_a_quiet_input_one_event_at_a_time(tmp_pat
                 timeout=60,
                 what="outputs equal to replay",
             )
+            assert batches(worker.metrics(), "suite") - suite_batches <= 2
         finally:
             code = worker.stop()
         assert code == 0, f"worker did not stop cleanly ({code}):\n{worker.log()}"
