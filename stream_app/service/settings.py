@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
@@ -55,6 +56,9 @@ PRODUCER_MAX_REQUEST_BYTES: Final = 4 * ONE_MIB
 MESSAGE_OVERHEAD_BYTES: Final = 8 * 1024
 """What a state or an aggregate takes besides its runs: names, statistics, pass@k."""
 
+
+GroupInstanceId = Annotated[str, StringConstraints(min_length=1, max_length=249)]
+"""A name for Kafka's group.instance.id: not empty, and no longer than a topic name may be."""
 
 BROKER_URL_FORM: Final = "kafka://HOST:PORT[,HOST:PORT...]"
 """What `broker_url` takes, as error messages say it."""
@@ -152,10 +156,8 @@ class Settings(CoreConfig, BaseSettings):
         description="How the other workers reach this one's web server (query API routing); "
         "default http://web_bind:web_port, with the host name when bound to all addresses.",
     )
-    group_instance_id: str | None = Field(
+    group_instance_id: GroupInstanceId | None = Field(
         default=None,
-        min_length=1,
-        max_length=249,
         description="Static group membership (Kafka's group.instance.id): a name of this worker's "
         "own, the same across its restarts (a pod's name, say). A worker restarted with it takes "
         "its partitions back at once instead of after `session_timeout_s`; a worker stopped "

@@ -70,6 +70,8 @@ def test_toml_file(tmp_path: Path) -> None:
         ("pass_at_k: {k_values: [0]}\n", ".yaml", "k_values"),
         ("window_size: [\n", ".yaml", "cannot read"),
         ("window_size = 3\n", ".ini", "use .yaml"),
+        ("group_instance_id: ''\n", ".yaml", "group_instance_id: .* at least 1"),
+        (f"group_instance_id: {'w' * 250}\n", ".yaml", "group_instance_id: .* at most 249"),
     ],
 )
 def test_bad_config_is_one_clear_error(
