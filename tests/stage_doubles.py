@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -112,3 +112,24 @@ def samples(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]],
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
+
+
+async def turns_during(work: Coroutine[Any, Any, Any]) -> int:
+    """How many turns of the event loop another task got while `work` ran: 0 when `work` held
+    the loop from its start to its end."""
+    done = False
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while not done:  # each pass: a turn `work` gave it
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    try:
+        await work
+    finally:
+        done = True
+    await task
+    return turns

@@ -4,6 +4,7 @@ quarantined, a bad record quarantined alone, retirement, and recovery of the own
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -13,7 +14,7 @@ from stream_app.core.suite_message import SuiteMessage, SuiteRun
 from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.suites import SuitesStage, record_key
-from tests.stage_doubles import Sends, Table, records, samples, wiring
+from tests.stage_doubles import Sends, Table, records, samples, turns_during, wiring
 
 CHANGELOG = "evalstream-suite-states-changelog"
 HOUR_US = 3_600_000_000
@@ -209,6 +210,34 @@ async def test_recovery_publishes_the_owned_suite_tiers_only() -> None:
     assert published == expected
     assert count == len(expected)
     assert 0 < count < len(suites)
+
+
+async def test_recovery_gives_the_event_loop_back_while_it_makes_a_suite_tier() -> None:
+    """One suite tier is made from every experiment's share at once: 100,000 shares with
+    100,000 tiers, seconds during which probes and scrapes must still be answered."""
+    stage, _, _ = stage_with()
+    topic = stage.settings.topics.suite_runs
+    await stage.handle(records(topic, [message(f"e{i}", 1) for i in range(40)]))
+    stage.recovery_slice_s = 0.0
+    assert await turns_during(stage.on_recover(set(range(stage.settings.partitions)))) >= 40
+    stage.recovery_slice_s = 3600.0
+    turns = await turns_during(stage.on_recover(set(range(stage.settings.partitions))))
+    assert turns < 40
+
+
+async def test_a_recovery_revoked_while_it_makes_the_suite_tiers_publishes_none() -> None:
+    stage, sends, _ = stage_with()
+    config = stage.settings
+    topic = config.topics.suite_runs
+    await stage.handle(records(topic, [message(f"e{i}", 1, suite=f"a{i % 8}") for i in range(40)]))
+    sends.sent.clear()
+    stage.recovery_slice_s = 0.0
+    recovery = asyncio.create_task(stage.on_recover(set(range(config.partitions))))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    stage.on_revoked({0, 1})
+    assert await recovery == 0
+    assert sends.to(config.topics.suites) == []
 
 
 async def test_a_message_that_is_not_one_is_dead_lettered() -> None:

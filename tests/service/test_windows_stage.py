@@ -17,7 +17,7 @@ from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
 from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import encode, make_event
-from tests.stage_doubles import Sends, Table, records, samples, wiring
+from tests.stage_doubles import Sends, Table, records, samples, turns_during, wiring
 
 CHANGELOG = "evalstream-tier-windows-changelog"
 
@@ -123,6 +123,42 @@ async def test_recovery_republishes_only_the_owned_keys() -> None:
     assert set(republished) == expected
     assert count == len(expected)
     assert 0 < count < len(keys)
+
+
+async def test_recovery_gives_the_event_loop_back_between_keys() -> None:
+    """A recovery of 100,000 tiers works for seconds: probes and scrapes must be answered in
+    between (here every key, with a slice of 0 s)."""
+    stage, _, _ = stage_with()
+    config = stage.settings
+    await stage.handle(forwarded(config, *(run(1, experiment=f"e{i}") for i in range(40))))
+    stage.recovery_slice_s = 0.0
+    assert await turns_during(stage.on_recover({0, 1, 2, 3})) >= 40
+    stage.recovery_slice_s = 3600.0
+    assert await turns_during(stage.on_recover({0, 1, 2, 3})) == 0
+
+
+async def test_a_recovery_revoked_midway_publishes_nothing_more() -> None:
+    """A rebalance during a recovery's pauses: the keys of the lost partitions must not get
+    their gauges back from the recovery that was under way (the next one publishes)."""
+    stage, _, _ = stage_with()
+    config = stage.settings
+    experiments = [f"e{i}" for i in range(40)]
+    await stage.handle(forwarded(config, *(run(1, experiment=e) for e in experiments)))
+    stage.recovery_slice_s = 0.0
+    recovery = asyncio.create_task(stage.on_recover({0, 1, 2, 3}))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    stage.on_revoked({0, 1})
+    assert await recovery < len(experiments)
+    exported = {
+        dict(labels)["experiment"]
+        for name, labels in samples(stage.exporter)
+        if name == "evalstream_tier_window_runs"
+    }
+    lost = {e for e in experiments if partition_for(e, config.partitions) in {0, 1}}
+    assert lost
+    assert exported
+    assert not exported & lost
 
 
 async def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:

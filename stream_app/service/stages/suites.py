@@ -20,7 +20,7 @@ from stream_app.core.suite_message import SuiteItem, SuiteMessage
 from stream_app.core.suite_report import suite_reports
 from stream_app.core.suite_state import ExperimentShare, SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
-from stream_app.service.stages.table_stage import TableStage
+from stream_app.service.stages.table_stage import Pauses, TableStage
 
 
 def record_key(key: str, experiment: str) -> bytes:
@@ -85,21 +85,24 @@ class SuitesStage(TableStage[SuiteState]):
         """The suite tier from the cache (a batch makes its suite tiers first: `_prepare`)."""
         return self.cache.use(key.encode())
 
-    async def _prepare(self, keys: set[str]) -> dict[str, SuiteState]:
-        """Each suite tier of `keys` that has records, from the cache or made from them."""
+    async def _prepare(self, keys: set[str], pause: Pauses | None = None) -> dict[str, SuiteState]:
+        """Each suite tier of `keys` that has records, from the cache or made from them (with
+        `pause` between records: a recovery's)."""
         out: dict[str, SuiteState] = {}
         for key in sorted(keys):
-            state = self.cache.use(key.encode()) or await self._made(key)
+            state = self.cache.use(key.encode()) or await self._made(key, pause)
             if state is not None:
                 out[key] = state
         return out
 
-    async def _made(self, key: str) -> SuiteState | None:
+    async def _made(self, key: str, pause: Pauses | None = None) -> SuiteState | None:
         """A suite tier made from its records: one that cannot be loaded is quarantined, one of
         the format before shares deleted (its suite tier starts afresh)."""
         shares: dict[str, ExperimentShare] = {}
         keys = self._index().get(key, set())
         for raw_key in sorted(keys):
+            if pause is not None:
+                await pause()
             raw = self.table.get(raw_key)
             if raw is None:
                 continue
@@ -200,7 +203,10 @@ class SuitesStage(TableStage[SuiteState]):
         keys = {
             key for key, raws in self._index().items() for raw in raws if self._owns(raw, owned)
         }
-        made = await self._prepare(keys)
+        generation = self.generation
+        made = await self._prepare(keys, Pauses(self.recovery_slice_s))
+        if self.generation != generation:
+            return 0  # revoked meanwhile: the recovery after the rebalance publishes what it owns
         await self._publish_suites(keys, made)
         return len(made)
 

@@ -5,8 +5,9 @@ A subclass says how one batch is folded and what one stored key publishes."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 from stream_app.core.ingest import processing_error, state_error
 from stream_app.core.keyed_batch import FoldedBatch
@@ -16,6 +17,26 @@ from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
 
 S = TypeVar("S")
+
+RECOVERY_SLICE_S: Final = 0.02
+"""The longest a recovery works before it gives the event loop back."""
+
+
+class Pauses:
+    """Gives the event loop back whenever `slice_s` has passed since it last did: a walk over
+    every stored key (a recovery: seconds with 100,000 tiers) must not hold `/healthz`,
+    `/metrics` and the other tables' recoveries until it ends, or a liveness probe kills the
+    worker before it is back."""
+
+    def __init__(self, slice_s: float) -> None:
+        self.slice_s = slice_s
+        self.since = time.monotonic()
+
+    async def __call__(self) -> None:
+        """A turn of the loop if this slice is used up; nothing (no await) otherwise."""
+        if time.monotonic() - self.since >= self.slice_s:
+            await asyncio.sleep(0)
+            self.since = time.monotonic()
 
 
 class StateTable(Protocol):
@@ -86,6 +107,8 @@ class TableStage(Generic[S]):
         self.generation = 0
         """Counts rebalances (revocations): a writer that awaited across one must not go on
         with keys it may no longer own."""
+        self.recovery_slice_s = RECOVERY_SLICE_S
+        """How long a recovery works between two turns of the event loop (`Pauses`)."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -178,7 +201,12 @@ class TableStage(Generic[S]):
     async def _recover(self, owned: set[int]) -> int:
         self.drop_cache()
         count = 0
+        pause = Pauses(self.recovery_slice_s)
+        generation = self.generation
         for key_bytes, raw in list(self.table.items()):
+            await pause()
+            if self.generation != generation:
+                break  # revoked meanwhile: the recovery after the rebalance publishes what it owns
             if raw is None or self.partition_of(key_bytes) not in owned:
                 continue
             try:
