@@ -29,7 +29,7 @@ from stream_app.service.outputs import Outputs
 from stream_app.service.query_api import QueryAnswers, QueryApi
 from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
-from stream_app.service.stages.table_stage import TableStage
+from stream_app.service.stages.table_stage import Revoked, TableStage
 from stream_app.service.stages.windows import WindowsStage
 from stream_app.service.topology import StatefulStage, build_stages
 from stream_app.service.web import Health, install_pages
@@ -163,9 +163,12 @@ def lag_of(app: faust.App, source: str, upstream: set[str], backlog: int) -> Wai
 
     def waiting() -> int:
         consumer = cast(Consumer, app.consumer)
-        own = sum(consumer.lag({source}).values())  # ints
-        if upstream and sum(consumer.lag(upstream).values()) > backlog:  # ints
-            return own + backlog
+        try:
+            own = sum(consumer.lag({source}).values())  # ints
+            if upstream and sum(consumer.lag(upstream).values()) > backlog:  # ints
+                return own + backlog
+        except Exception:  # an estimate read across the consumer thread, as it reassigns:
+            return 0  # the batch goes with what it has, rather than the worker stopping
         return own
 
     return waiting
@@ -188,9 +191,13 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
     loaded is the stage's to quarantine)."""
 
     async def recovered() -> None:
+        generation = stage.generation  # that of the assignment read on the next line
         try:
-            count = await stage.on_recover(owned_partitions(app, topic))
+            count = await stage.on_recover(owned_partitions(app, topic), generation)
             await stage.outputs.confirm()
+        except Revoked:  # not recovered: the recovery after the rebalance will be
+            log.info("%s: recovery cut short by a revocation", stage.table_name)
+            return
         except Exception as exc:
             stop_fatally("recovery", exc)
         health.recovered.add(stage.table_name)

@@ -2,18 +2,21 @@
 `within` says; a backlog's batch waits for what the lag says is coming, up to its bound and
 `within`; a batch never holds more than `max_`. Driven with a stand-in for Faust's stream (the
 drainer's side is `_Buffer.add`, as the stream's processor), so no broker is needed; the
-worker's use of it on Apache Kafka is in tests/integration/test_adaptive_batches.py."""
+worker's use of it on Apache Kafka is in tests/integration/test_adaptive_batches.py. Also the lag
+a batch waits for (`app.lag_of`), from a stand-in consumer."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
 from stream_app.service.adaptive_stream import AdaptiveStream, _Buffer, batch_bound
+from stream_app.service.app import lag_of
 
 FOREVER = 3600.0  # a `within` no test may wait for
 
@@ -142,3 +145,30 @@ async def test_every_value_reaches_a_batch_once_in_order(max_: int) -> None:
     await asyncio.wait_for(drainer, timeout=5)
     assert [v for b in batches for v in b] == values
     assert all(0 < len(b) <= max_ for b in batches)
+
+
+class Lags:
+    """A consumer's `lag`: per topic, partition → messages behind; `None`: reading it fails, as
+    aiokafka's assertion does for a partition the consumer thread has just unassigned."""
+
+    def __init__(self, lags: dict[str, int] | None) -> None:
+        self.lags = lags
+
+    def lag(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        if self.lags is None:
+            raise AssertionError("Partition is not assigned")
+        return {(t, 0): n for t, n in self.lags.items() if t in topics}
+
+
+def waiting_with(lags: dict[str, int] | None) -> int:
+    app = SimpleNamespace(consumer=Lags(lags))
+    return lag_of(cast(Any, app), "runs", {"input"}, backlog=100)()
+
+
+def test_what_waits_is_the_own_lag_and_a_backlog_while_the_hops_before_are_behind() -> None:
+    assert waiting_with({"runs": 7, "input": 100}) == 7
+    assert waiting_with({"runs": 7, "input": 101}) == 107
+
+
+def test_a_lag_that_cannot_be_read_waits_for_nothing_rather_than_stopping_the_worker() -> None:
+    assert waiting_with(None) == 0

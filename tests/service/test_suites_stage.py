@@ -14,6 +14,7 @@ from stream_app.core.suite_message import SuiteMessage, SuiteRun
 from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.suites import SuitesStage, record_key
+from stream_app.service.stages.table_stage import Revoked
 from tests.stage_doubles import Sends, Table, records, samples, turns_during, wiring
 
 CHANGELOG = "evalstream-suite-states-changelog"
@@ -225,19 +226,38 @@ async def test_recovery_gives_the_event_loop_back_while_it_makes_a_suite_tier() 
     assert turns < 40
 
 
-async def test_a_recovery_revoked_while_it_makes_the_suite_tiers_publishes_none() -> None:
+async def recovering(messages: list[bytes]) -> tuple[SuitesStage, Sends, asyncio.Task[int]]:
+    """A stage that handled `messages`, its sends cleared, recovering with a pause per record."""
     stage, sends, _ = stage_with()
     config = stage.settings
-    topic = config.topics.suite_runs
-    await stage.handle(records(topic, [message(f"e{i}", 1, suite=f"a{i % 8}") for i in range(40)]))
+    await stage.handle(records(config.topics.suite_runs, messages))
     sends.sent.clear()
     stage.recovery_slice_s = 0.0
-    recovery = asyncio.create_task(stage.on_recover(set(range(config.partitions))))
+    return stage, sends, asyncio.create_task(stage.on_recover(set(range(config.partitions))))
+
+
+async def test_a_recovery_revoked_while_it_makes_the_suite_tiers_publishes_none() -> None:
+    stage, sends, recovery = await recovering(
+        [message(f"e{i}", 1, suite=f"a{i % 8}") for i in range(40)]
+    )
     for _ in range(5):
         await asyncio.sleep(0)
     stage.on_revoked({0, 1})
-    assert await recovery == 0
-    assert sends.to(config.topics.suites) == []
+    with pytest.raises(Revoked):
+        await recovery
+    assert sends.to(stage.settings.topics.suites) == []
+
+
+async def test_a_recovery_revoked_while_it_publishes_stops_publishing() -> None:
+    """Each suite's reports give the loop back: a revocation there stops the rest."""
+    stage, sends, recovery = await recovering([message("e", 1, suite=f"a{k}") for k in range(8)])
+    topic = stage.settings.topics.suites
+    while not sends.to(topic):
+        await asyncio.sleep(0)
+    stage.on_revoked(set(range(stage.settings.partitions)))
+    with pytest.raises(Revoked):
+        await recovery
+    assert 0 < len(sends.to(topic)) < 8
 
 
 async def test_a_message_that_is_not_one_is_dead_lettered() -> None:

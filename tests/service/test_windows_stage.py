@@ -15,6 +15,7 @@ from stream_app.core.window import to_epoch_us
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
+from stream_app.service.stages.table_stage import Revoked
 from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import encode, make_event
 from tests.stage_doubles import Sends, Table, records, samples, turns_during, wiring
@@ -149,7 +150,8 @@ async def test_a_recovery_revoked_midway_publishes_nothing_more() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
     stage.on_revoked({0, 1})
-    assert await recovery < len(experiments)
+    with pytest.raises(Revoked):
+        await recovery
     exported = {
         dict(labels)["experiment"]
         for name, labels in samples(stage.exporter)
@@ -159,6 +161,18 @@ async def test_a_recovery_revoked_midway_publishes_nothing_more() -> None:
     assert lost
     assert exported
     assert not exported & lost
+
+
+async def test_a_recovery_of_an_assignment_revoked_before_it_began_publishes_nothing() -> None:
+    """The hook read its partitions, then waited (for the lock) while they were revoked."""
+    stage, sends, _ = stage_with()
+    await stage.handle(forwarded(stage.settings, run(1)))
+    sends.sent.clear()
+    assigned = stage.generation
+    stage.on_revoked({0, 1, 2, 3})
+    with pytest.raises(Revoked):
+        await stage.on_recover({0, 1, 2, 3}, assigned)
+    assert sends.sent == []
 
 
 async def test_recovery_quarantines_a_state_that_cannot_load_and_goes_on() -> None:

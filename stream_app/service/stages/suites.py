@@ -158,10 +158,12 @@ class SuitesStage(TableStage[SuiteState]):
         await self._publish_suites(touched, {**made, **folded.states})
         return len(batch)
 
-    async def _publish_suites(self, touched: set[str], states: dict[str, SuiteState]) -> None:
+    async def _publish_suites(
+        self, touched: set[str], states: dict[str, SuiteState], pause: Pauses | None = None
+    ) -> None:
         """Publish every tier of each suite a key of `touched` belongs to (made from `states`,
         else the cache or the records), and withdraw each touched or quarantined suite tier with
-        no experiment left."""
+        no experiment left; `pause` between reports (a recovery's), else a turn of the loop."""
         by_suite: dict[str, set[str]] = {}
         for key in touched:
             by_suite.setdefault(split_tier_key(key)[0], set()).add(key)
@@ -171,7 +173,7 @@ class SuitesStage(TableStage[SuiteState]):
                 by_suite[suite].add(key)
         for suite, keys in sorted(by_suite.items()):
             missing = {k for k in keys if k not in states}
-            tiers = {**states, **await self._prepare(missing)}
+            tiers = {**states, **await self._prepare(missing, pause)}
             alive: dict[str, SuiteState] = {}
             for key in sorted(keys):
                 state = tiers.get(key)
@@ -194,20 +196,18 @@ class SuitesStage(TableStage[SuiteState]):
                 settings.interval_confidence,
             ):
                 await self.outputs.suite_tier(report)
-                await asyncio.sleep(0)  # the other hops run between two reports
+                # the other hops run between two reports
+                await (asyncio.sleep(0) if pause is None else pause())
 
-    async def _recover(self, owned: set[int]) -> int:
+    async def _recover(self, owned: set[int], pause: Pauses) -> int:
         """Make every owned suite tier from its records and re-publish it (a suite's tiers
         together)."""
         self.drop_cache()
         keys = {
             key for key, raws in self._index().items() for raw in raws if self._owns(raw, owned)
         }
-        generation = self.generation
-        made = await self._prepare(keys, Pauses(self.recovery_slice_s))
-        if self.generation != generation:
-            return 0  # revoked meanwhile: the recovery after the rebalance publishes what it owns
-        await self._publish_suites(keys, made)
+        made = await self._prepare(keys, pause)
+        await self._publish_suites(keys, made, pause)
         return len(made)
 
     def _owns(self, raw_key: bytes, owned: set[int]) -> bool:

@@ -22,21 +22,31 @@ RECOVERY_SLICE_S: Final = 0.02
 """The longest a recovery works before it gives the event loop back."""
 
 
+class Revoked(Exception):
+    """Partitions were revoked while a recovery was under way: it stops there, and the recovery
+    after the rebalance publishes what this worker owns then."""
+
+
 class Pauses:
     """Gives the event loop back whenever `slice_s` has passed since it last did: a walk over
     every stored key (a recovery: seconds with 100,000 tiers) must not hold `/healthz`,
     `/metrics` and the other tables' recoveries until it ends, or a liveness probe kills the
-    worker before it is back."""
+    worker before it is back. Raises `Revoked` once `owned` says the partitions are gone, so
+    a recovery never publishes, deletes or quarantines what another worker now owns."""
 
-    def __init__(self, slice_s: float) -> None:
+    def __init__(self, slice_s: float, owned: Callable[[], bool]) -> None:
         self.slice_s = slice_s
+        self.owned = owned
         self.since = time.monotonic()
 
     async def __call__(self) -> None:
-        """A turn of the loop if this slice is used up; nothing (no await) otherwise."""
+        """A turn of the loop if this slice is used up (no await otherwise); `Revoked` if the
+        partitions were revoked since the recovery began."""
         if time.monotonic() - self.since >= self.slice_s:
             await asyncio.sleep(0)
             self.since = time.monotonic()
+        if not self.owned():
+            raise Revoked
 
 
 class StateTable(Protocol):
@@ -192,21 +202,21 @@ class TableStage(Generic[S]):
         """What recovery publishes for a stored key (None: nothing)."""
         raise NotImplementedError
 
-    async def on_recover(self, owned: set[int]) -> int:
+    async def on_recover(self, owned: set[int], generation: int | None = None) -> int:
         """Re-publish every owned key's output; quarantine a stored state that cannot be loaded,
-        so that no key can keep the worker unready. Returns how many keys were re-published."""
+        so that no key can keep the worker unready. Returns how many keys were re-published.
+        `generation`: the stage's when `owned` was read (default: now); raises `Revoked` once a
+        revocation has come since, even while this waited for the lock."""
+        start = self.generation if generation is None else generation
+        pause = Pauses(self.recovery_slice_s, lambda: self.generation == start)
         async with self.lock:
-            return await self._recover(owned)
+            return await self._recover(owned, pause)
 
-    async def _recover(self, owned: set[int]) -> int:
+    async def _recover(self, owned: set[int], pause: Pauses) -> int:
         self.drop_cache()
         count = 0
-        pause = Pauses(self.recovery_slice_s)
-        generation = self.generation
         for key_bytes, raw in list(self.table.items()):
             await pause()
-            if self.generation != generation:
-                break  # revoked meanwhile: the recovery after the rebalance publishes what it owns
             if raw is None or self.partition_of(key_bytes) not in owned:
                 continue
             try:

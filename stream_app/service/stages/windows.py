@@ -24,7 +24,7 @@ from stream_app.core.tier_state import TierState, fold_runs, suites_fed
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
-from stream_app.service.stages.table_stage import TableStage
+from stream_app.service.stages.table_stage import Pauses, TableStage
 
 log = logging.getLogger(__name__)
 
@@ -176,10 +176,10 @@ class WindowsStage(TableStage[TierState]):
         self.idle.touch(state.experiment_id, touched)
         return lambda: self.outputs.aggregate(aggregate)
 
-    async def _recover(self, owned: set[int]) -> int:
+    async def _recover(self, owned: set[int], pause: Pauses) -> int:
         """Re-publish the owned keys and track their experiments afresh."""
         self.idle.clear()
-        count = await super()._recover(owned)
+        count = await super()._recover(owned, pause)
         self.exporter.experiments.set(len(self.idle.last))
         return count
 
