@@ -69,7 +69,7 @@ class Hop:
     paced: bool = False
     """Its batches start at least `suite_interval_s` apart: the suite hop, whose every batch
     makes all the tiers of each suite it touches (a millisecond or two each) however few runs
-    it holds. Paced, a steady stream costs it a few batches a second, not one per windows
+    it holds. Paced, a steady stream costs it about a batch a second, not one per windows
     batch; suite tiers are published up to that much later."""
 
     def batch_max(self, settings: Settings) -> int:
