@@ -112,14 +112,14 @@ def test_batches_go_to_the_stage_with_the_batching_asked_for(
 def test_a_failure_to_take_batches_stops_the_worker(
     stops: list[tuple[str, BaseException]],
 ) -> None:
-    """The lag read, or Faust's stream, failing between batches: an agent that ended quietly
-    would leave its hop stalled and the worker ready."""
-    lag_failed = RuntimeError("the consumer is not started")
-    stream, stage = Stream([events(0)], fail=lag_failed), Stage()
+    """Faust's stream failing between batches: an agent that ended quietly would leave its hop
+    stalled and the worker ready."""
+    failed = RuntimeError("the stream's channel is gone")
+    stream, stage = Stream([events(0)], fail=failed), Stage()
     with pytest.raises(Stopped):
         run(stream, stage)
     assert stage.handled == [[0]]
-    assert stops == [("window", lag_failed)]
+    assert stops == [("window", failed)]
 
 
 def test_a_stage_failure_stops_the_worker_with_its_batch_withheld(
