@@ -173,41 +173,39 @@ class _Group:
         self.sign = sign
         self.prefix = [0, *itertools.accumulate(self.sizes)]
         self.top, self.bottom = count * pin.high, count * pin.low
+        # The strata whose r may be where h's slope crosses 0: next to each pin's edge.
+        edges: list[tuple[int, bool]] = []
+        for edge, positive in ((self.top, True), (self.bottom, False)):
+            k = math.floor(edge) if positive else math.ceil(edge) - 1
+            edges += [(i, positive) for i in (k - 1, k, k + 1) if 0 <= i < len(self.sizes)]
+        self.edges = tuple(edges)
 
     def best(self, a: float) -> float:
         """The max over t of h(t) = sum over the strata of min(0, t - r) - t top (t >= 0) or
         - t bottom (t < 0): t is the pin's net multiplier. h is concave, its slope the strata
         with r above t less top (or bottom): it is largest where that count crosses them, or at
         0. Any t gives a valid bound; these are the best."""
-        candidates = {0.0}
-        for edge, positive in ((self.top, True), (self.bottom, False)):
-            k = math.floor(edge) if positive else math.ceil(edge) - 1
-            for i in (k - 1, k, k + 1):
-                if 0 <= i < len(self.sizes):
-                    r = self._r(a, i)
-                    if (r > 0) == positive:
-                        candidates.add(r)
-        return max(self._h(a, t) for t in candidates)
-
-    def _r(self, a: float, i: int) -> float:
-        return self.sign * (a * self.sizes[i] - 1)
-
-    def _h(self, a: float, t: float) -> float:
-        j = self._above(a, t)  # the strata with r > t
-        total_r = self.sign * (a * self.prefix[j] - j)
-        pin = self.top if t >= 0 else self.bottom
-        return j * t - total_r - t * pin
-
-    def _above(self, a: float, t: float) -> int:
-        """How many strata have r above t (r descending)."""
-        low, high = 0, len(self.sizes)
-        while low < high:
-            middle = (low + high) // 2
-            if self._r(a, middle) > t:
-                low = middle + 1
-            else:
-                high = middle
-        return low
+        sizes, sign, size = self.sizes, self.sign, len(self.sizes)
+        candidates = [0.0]
+        for i, positive in self.edges:
+            r = sign * (a * sizes[i] - 1)
+            if (r > 0) == positive:
+                candidates.append(r)
+        # h at each candidate: the strata with r = sign (a n - 1) above t by bisection (r
+        # descending). The hot loop of every suite comparison, so written out in one place.
+        best = -math.inf
+        for t in candidates:
+            j, high = 0, size
+            while j < high:
+                middle = (j + high) // 2
+                if sign * (a * sizes[middle] - 1) > t:
+                    j = middle + 1
+                else:
+                    high = middle
+            pin = self.top if t >= 0 else self.bottom
+            h = j * t - sign * (a * self.prefix[j] - j) - t * pin
+            best = max(best, h)
+        return best
 
 
 def _needed(spread: float, level: float) -> float:
