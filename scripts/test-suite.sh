@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole suite, as `make test` runs it after lint and tools: the unit and property tests on
-# .venv's Python (while the other supported CPythons' virtualenvs are made), then its integration
-# tests while the unit and property tests of every other supported CPython run beside them
-# (scripts/test-pythons.sh). Beside, not after: the integration tests mostly wait on brokers and
-# workers, and one after the other the suite would take over 15 minutes on a 2-core machine. It
-# ends with a line for each run and one that counts every test of every run.
+# The whole suite, as `make test` runs it after lint and tools: .venv's integration tests, and
+# beside them, one after the other, .venv's unit and property tests (while the other supported
+# CPythons' virtualenvs are made) and then the unit and property tests of every other supported
+# CPython (scripts/test-pythons.sh). Beside, not after: the integration tests mostly wait on
+# brokers and workers, and one after the other the suite would take over 15 minutes on a 2-core
+# machine. The integration tests print as they run, the others' logs follow them. It ends with a
+# line for each run and one that counts every test of every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,30 +20,34 @@ stop_background() {
 trap 'stop_background; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
-setsid scripts/test-pythons.sh prepare >"$work/prepare.log" 2>&1 &
-prepare_pid=$!
-background+=("$prepare_pid")
-
 touch "$work/unit.expected"
-.venv/bin/pytest -m "not integration" --junitxml "$work/unit.xml"
-unit=$?
-
-wait "$prepare_pid"
-prepared=$?
-cat "$work/prepare.log"
-
-JUNIT_DIR=$work setsid scripts/test-pythons.sh run >"$work/others.log" 2>&1 &
-others_pid=$!
-background+=("$others_pid")
+# Each step writes its exit status to a file: one that wrote none (stopped, killed) failed.
+setsid bash -c '
+    scripts/test-pythons.sh prepare >"$1/prepare.log" 2>&1 &
+    prepare=$!
+    .venv/bin/pytest -m "not integration" -p no:cacheprovider --junitxml "$1/unit.xml" \
+        >"$1/unit.log" 2>&1
+    echo $? >"$1/unit.status"
+    wait "$prepare"
+    echo $? >"$1/prepare.status"
+    JUNIT_DIR=$1 scripts/test-pythons.sh run >"$1/others.log" 2>&1
+    echo $? >"$1/others.status"
+' bash "$work" &
+units_pid=$!
+background+=("$units_pid")
 
 touch "$work/integration.expected"
 .venv/bin/pytest -m integration --junitxml "$work/integration.xml"
 integration=$?
 
-wait "$others_pid"
-others=$?
+echo "== the unit and property tests, beside the integration tests =="
+wait "$units_pid"
 background=()
-cat "$work/others.log"
+cat "$work/unit.log" "$work/prepare.log" "$work/others.log" 2>/dev/null
+status_of() { cat "$work/$1.status" 2>/dev/null || echo 1; }
+unit=$(status_of unit)
+prepared=$(status_of prepare)
+others=$(status_of others)
 
 echo
 grep -h "not found on this machine" "$work/prepare.log"

@@ -121,6 +121,7 @@ def test_a_recovered_tier_clears_afresh_and_can_page_again() -> None:
     assert len(again) == 1
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize(
     ("before", "after", "stays"),
     [
@@ -147,6 +148,7 @@ def test_a_lasting_fall_pages_once(before: float, after: float, stays: bool) -> 
             assert state.dropped
 
 
+@pytest.mark.simulation
 def test_false_pages_stay_within_the_stated_budget() -> None:
     """The guarantee itself, with a budget small enough to measure: a tier whose runs are as good
     as its reference pages falsely at most once per `false_page_runs` runs on average. Here
@@ -246,6 +248,7 @@ def test_no_false_page_at_any_pass_rate_from_5_to_95(pass_rate: float) -> None:
         assert feed(DropState(), runs(rnd, 5000, pass_rate))[1] == []
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize(
     ("before", "after", "passed_score", "target"),
     [

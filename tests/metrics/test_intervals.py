@@ -59,6 +59,7 @@ def test_each_end_is_where_the_evidence_reaches_its_bound(
             assert evidence(end) >= bound - 1e-6
 
 
+@pytest.mark.simulation
 def test_a_mean_sequence_covers_at_every_run() -> None:
     """At pass rates from 5 % to 95 %: 400 tiers of 500 runs each, the 95 % sequence read after
     every run; the share of tiers it ever missed is at most 5 % (the promise), even with a
@@ -78,6 +79,7 @@ def test_a_mean_sequence_covers_at_every_run() -> None:
         assert missed / 400 <= 0.05, (p, missed)
 
 
+@pytest.mark.simulation
 def test_a_difference_sequence_covers_at_every_run_however_runs_interleave() -> None:
     """Two tiers whose runs arrive in bursts of random length (neither alternates): the 95 %
     interval of the difference, read after every fifth run, ever missed in at most 5 % of 400

@@ -175,6 +175,7 @@ def test_what_no_figure_covers_is_refused_or_none() -> None:
     assert equal_weight_mean([(1, Stratum(4, 1.0, 1.0)), (-1, Stratum(2, 2.0, 0.5))], 1) == -0.75
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize(
     "shape",
     [speeds, twice, harness(-0.05)],
@@ -188,6 +189,7 @@ def test_the_intervals_cover_at_every_look_on_harness_shaped_suites(shape: Suite
     assert sum(r.rate_covered for r in results) >= 0.95 * len(results)
 
 
+@pytest.mark.simulation
 def test_ten_points_with_20_runs_a_task_on_50_tasks_is_flagged_in_nine_suites_of_ten() -> None:
     def suite(rnd: random.Random) -> list[tuple[int, int, float]]:
         rates = [rnd.uniform(0.05, 0.85) for _ in range(50)]
