@@ -1,3 +1,4 @@
-"""The suite's shared fixtures, registered as a plugin (`tests/fixtures.py`)."""
+"""The suite's shared fixtures (`tests/fixtures.py`) and its SIGTERM handling
+(`tests/sigterm.py`), registered as plugins."""
 
-pytest_plugins = ["tests.fixtures"]
+pytest_plugins = ["tests.fixtures", "tests.sigterm"]
