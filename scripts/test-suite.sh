@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The whole suite, as `make test` runs it after lint and tools: .venv's integration tests, and
-# beside them, one after the other, .venv's unit and property tests (while the other supported
-# CPythons' virtualenvs are made) and then the unit and property tests of every other supported
-# CPython (scripts/test-pythons.sh). Beside, not after: the integration tests mostly wait on
-# brokers and workers, and one after the other the suite would take over 15 minutes on a 2-core
-# machine. The integration tests print as they run, the others' logs follow them. It ends with a
-# line for each run and one that counts every test of every run.
+# The whole suite, as `make test` runs it after lint and tools, in two lanes. The first: .venv's
+# integration tests, then its seeded simulations (marked `simulation`). The second, beside it from
+# the start: .venv's other unit and property tests (while the other supported CPythons'
+# virtualenvs are made), then the unit and property tests of every other supported CPython
+# (scripts/test-pythons.sh). Beside, not after: the integration tests mostly wait on brokers and
+# workers, and one after the other the suite would take over 15 minutes on a 2-core machine. The
+# first lane prints as it runs, the second's logs follow. It ends with a line for each run and
+# one that counts every test of every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +26,8 @@ touch "$work/unit.expected"
 setsid bash -c '
     scripts/test-pythons.sh prepare >"$1/prepare.log" 2>&1 &
     prepare=$!
-    .venv/bin/pytest -m "not integration" -p no:cacheprovider --junitxml "$1/unit.xml" \
-        >"$1/unit.log" 2>&1
+    .venv/bin/pytest -m "not integration and not simulation" -p no:cacheprovider \
+        --junitxml "$1/unit.xml" >"$1/unit.log" 2>&1
     echo $? >"$1/unit.status"
     wait "$prepare"
     echo $? >"$1/prepare.status"
@@ -39,6 +40,9 @@ background+=("$units_pid")
 touch "$work/integration.expected"
 .venv/bin/pytest -m integration --junitxml "$work/integration.xml"
 integration=$?
+touch "$work/simulation.expected"
+.venv/bin/pytest -m simulation --junitxml "$work/simulation.xml"
+simulation=$?
 
 echo "== the unit and property tests, beside the integration tests =="
 wait "$units_pid"
@@ -59,9 +63,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 work = Path(sys.argv[1])
-names = {"unit": ".venv: the unit and property tests", "integration": ".venv: the integration tests"}
+names = {
+    "unit": ".venv: the unit and property tests",
+    "integration": ".venv: the integration tests",
+    "simulation": ".venv: the seeded simulations",
+}
 totals = {"passed": 0, "failed": 0, "skipped": 0}
-order = {"unit": 0, "integration": 1}
+order = {"unit": 0, "integration": 1, "simulation": 2}
 for marker in sorted(work.glob("*.expected"), key=lambda p: (order.get(p.stem, 2), p.stem)):
     label = names.get(marker.stem, f"{marker.stem.replace('-', ' ')}: the unit and property tests")
     report = marker.with_suffix(".xml")
@@ -81,6 +89,6 @@ for marker in sorted(work.glob("*.expected"), key=lambda p: (order.get(p.stem, 2
     totals["skipped"] += counts["skipped"]
 print(f"suite: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
 EOF
-for status in "$prepared" "$unit" "$integration" "$others"; do
+for status in "$prepared" "$unit" "$integration" "$simulation" "$others"; do
     [[ $status == 0 ]] || exit 1
 done
