@@ -34,11 +34,13 @@ observe: $(STAMP) ## Prometheus + Alertmanager on loopback against the local wor
 replay: $(STAMP) ## replay DATA=file.jsonl (default: the bundled real runs)
 	$(BIN)/stream-app replay $(DATA)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict for each supported Python, JSON Schemas, dashboards and alert tests current
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict (the package for each supported Python, tests and bench), JSON Schemas, dashboards and alert tests current
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@for v in $(PYTHONS); do echo "mypy --python-version $$v"; \
 		$(BIN)/mypy --python-version $$v stream_app schemas grafana/generate.py prometheus/generate_tests.py || exit 1; done
+	@echo "mypy tests bench (bench's scripts as modules of the repository: --explicit-package-bases)"
+	$(BIN)/mypy --explicit-package-bases tests bench
 	$(BIN)/python -m schemas.export --check
 	$(BIN)/python grafana/generate.py --check
 	$(BIN)/python prometheus/generate_tests.py --check

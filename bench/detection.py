@@ -300,7 +300,7 @@ TARGETS = {  # the issue's median delay targets
 def held_out(quick: bool, jobs: int) -> str:
     """The issue's targets on held-out shapes and seeds, through `stream-app backtest`."""
     tiers = 20
-    work = []
+    work: list[tuple[str, Shape, int, int]] = []
     for k, before in enumerate((1000, 3000)):
         for name, rate, after, scores, scores_after in (
             ("90 % -> 30 %", 0.9, 0.3, HELD_OUT, None),
@@ -323,11 +323,11 @@ def held_out(quick: bool, jobs: int) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, found in drops:
-        fall, before = name.split("|")
+        fall, runs_before = name.split("|")
         paged, median, _ = summarise(found)
         ok = paged >= 19 and median <= TARGETS[fall]
         lines.append(
-            f"| {fall} | {int(before):,} | {paged}/{len(found)} | >= 19/20 | {_text(median)} | "
+            f"| {fall} | {int(runs_before):,} | {paged}/{len(found)} | >= 19/20 | {_text(median)} | "
             f"<= {TARGETS[fall]} {'ok' if ok else 'MISSED'} |"
         )
     total = sum(r[1] for r in calm)

@@ -17,13 +17,18 @@ import os
 import statistics
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faust
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from peer_report import PeerReport
 
 from schemas.run_completed import RunCompleted
 from stream_app.service.kafka_client import topic_partitions
+
+if TYPE_CHECKING:
+    from bench.peer_report import PeerReport
+else:  # run as a script: its own folder is on the import path
+    from peer_report import PeerReport
 
 
 async def create_topic(broker_url: str, name: str, partitions: int) -> None:
@@ -81,7 +86,7 @@ def main() -> None:
     if args.kind == "bare":
 
         @app.agent(topic)
-        async def bare(stream: faust.Stream[bytes]) -> None:
+        async def bare(stream: faust.StreamT[bytes]) -> None:
             async for _ in stream:
                 seen()
 
@@ -103,13 +108,13 @@ def main() -> None:
         )
 
         @app.agent(topic)
-        async def validate(stream: faust.Stream[bytes]) -> None:
+        async def validate(stream: faust.StreamT[bytes]) -> None:
             async for raw in stream:
                 run = RunCompleted.model_validate_json(raw)
                 await by_tier.send(key=f"{run.experiment_id}/{run.tier}", value=raw)
 
         @app.agent(by_tier)
-        async def naive(stream: faust.Stream[bytes]) -> None:
+        async def naive(stream: faust.StreamT[bytes]) -> None:
             async for key, raw in stream.items():
                 run = RunCompleted.model_validate_json(raw)
                 score = (float(run.passed) + run.judgment.summary.weighted_score) / 2

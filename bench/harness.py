@@ -37,7 +37,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -111,6 +111,8 @@ def likelihood_ratio(before: float, now: float, passed: bool) -> float:
 class Oracle:
     """Shiryaev-Roberts over the runs that fell, with their true likelihood ratios, paging at
     ORACLE_THRESHOLD: what a detector knowing every pass rate and the change would do."""
+
+    paged: int | None
 
     def __init__(self) -> None:
         self.r, self.runs, self.paged = 0.0, 0, None
@@ -617,7 +619,10 @@ def shape_rows(sizes: Sizes) -> list[Row]:
     return [
         Row(
             shape,
-            lambda k, s=s, shape=shape: (shaped, (shape, 100 + 100 * s + k, sizes.shape_runs)),
+            cast(
+                Callable[[int], Job],
+                lambda k, s=s, shape=shape: (shaped, (shape, 100 + 100 * s + k, sizes.shape_runs)),
+            ),
             1500,
             None,
             None,

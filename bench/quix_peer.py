@@ -17,19 +17,23 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peer_report import PeerReport  # noqa: E402
-from quixstreams import Application  # noqa: E402
+from quixstreams import Application  # type: ignore[import-not-found]  # noqa: E402
 
 from stream_app.core.config import CoreConfig  # noqa: E402
 from stream_app.core.ingest import Rejection, evaluate_run  # noqa: E402
 from stream_app.core.keys import tier_key  # noqa: E402
 from stream_app.core.tier_state import TierState  # noqa: E402
 from stream_app.core.window import WindowEntry  # noqa: E402
+
+if TYPE_CHECKING:
+    from bench.peer_report import PeerReport
+else:  # run as a script: its own folder is on the import path
+    from peer_report import PeerReport
 
 
 def main() -> None:
@@ -57,7 +61,8 @@ def main() -> None:
         metrics = evaluate_run(raw, config)
         if isinstance(metrics, Rejection):
             return None
-        return json.loads(metrics.model_dump_json())  # as the worker forwards it
+        run: dict[str, Any] = json.loads(metrics.model_dump_json())  # as the worker forwards it
+        return run
 
     def window(run: dict[str, Any], state: Any) -> bytes:
         stored = state.get("tier")

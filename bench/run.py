@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -442,7 +442,7 @@ async def latency_run(
         tailer = asyncio.create_task(tail())
 
         class Stamped(list[bytes]):
-            def __iter__(self):  # type: ignore[override]
+            def __iter__(self) -> Iterator[bytes]:
                 for line in super().__iter__():
                     sent[json.loads(line)["run_id"]] = time.perf_counter()
                     yield line

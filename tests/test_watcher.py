@@ -66,14 +66,14 @@ async def test_an_outage_is_waited_out_and_recorded_only_when_acknowledged(
     monkeypatch.setattr("stream_app.watcher.asyncio.sleep", no_sleep)
     producer = Producer(failures=3)
     w.scanner.scan()
-    await w._publish(producer)  # type: ignore[arg-type]
+    await w._publish(producer)
     assert delays == [1.0, 2.0, 4.0]
     assert progress.getvalue().count("publishing failed (KafkaConnectionError)") == 3
     assert [key for _t, key, _v in producer.sent] == [b"exp-a", b"exp-a"]
     assert WatchState(tmp_path / "state").run_ids == {"exp-a/T0/00/run_01", "exp-a/T0/00/run_02"}
     # Published: a rescan hands out nothing.
     w.scanner.scan()
-    await w._publish(producer)  # type: ignore[arg-type]
+    await w._publish(producer)
     assert len(producer.sent) == 2
 
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -80,7 +81,9 @@ def oracle_weighted_recall(candidate: list[str], reference: list[str]) -> float:
     for n in range(1, 5):
         cand = Counter(tuple(candidate[i : i + n]) for i in range(len(candidate) - n + 1))
         ref = Counter(tuple(reference[i : i + n]) for i in range(len(reference) - n + 1))
-        w = (lambda g: weights.get(g[0], 1.0)) if n == 1 else (lambda g: 1.0)
+        w: Callable[[tuple[str, ...]], float] = (
+            (lambda g: weights.get(g[0], 1.0)) if n == 1 else (lambda g: 1.0)
+        )
         num = sum(w(g) * min(c, cand[g]) for g, c in ref.items())
         den = max(1.0, sum(w(g) * c for g, c in ref.items()))
         if n == 1 and num == 0:
@@ -98,7 +101,9 @@ def paper_weighted_precision(candidate: list[str], reference: list[str]) -> floa
     for n in range(1, orders + 1):
         cand = Counter(tuple(candidate[i : i + n]) for i in range(len(candidate) - n + 1))
         ref = Counter(tuple(reference[i : i + n]) for i in range(len(reference) - n + 1))
-        w = (lambda g: 1.0 if g[0] in PYTHON_KEYWORDS else 0.2) if n == 1 else (lambda g: 1.0)
+        w: Callable[[tuple[str, ...]], float] = (
+            (lambda g: 1.0 if g[0] in PYTHON_KEYWORDS else 0.2) if n == 1 else (lambda g: 1.0)
+        )
         num = sum(w(g) * min(c, ref[g]) for g, c in cand.items())
         den = sum(w(g) * c for g, c in cand.items())
         if n == 1 and num == 0:

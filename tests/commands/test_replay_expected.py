@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def replay(stream: bytes | None, workdir: Path, *, config: str | None = None) ->
     return done.stdout
 
 
-CASES = {
+CASES: dict[str, Callable[[Path], bytes]] = {
     "scylla-runs.json": lambda workdir: replay(None, workdir),
     "corpus.json": lambda workdir: replay(corpus_stream(), workdir, config=CORPUS_CONFIG),
     "synthetic-drop.json": lambda workdir: replay(synthetic_stream(), workdir),

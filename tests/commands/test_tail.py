@@ -149,7 +149,7 @@ def dead_letter(raw: bytes) -> bytes:
     rejection = evaluate_run(raw, SETTINGS)
     assert not hasattr(rejection, "pass_rate")
     origin = MessageOrigin(topic="run-completed", partition=2, offset=41, key="k")
-    return make_dead_letter(raw, rejection, origin).model_dump_json().encode()  # type: ignore[arg-type]
+    return make_dead_letter(raw, rejection, origin).model_dump_json().encode()
 
 
 def test_dead_letter_line_is_one_line_with_the_start_of_the_bytes() -> None:

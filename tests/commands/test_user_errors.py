@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -94,7 +95,8 @@ def test_a_user_error_is_one_line_and_exit_status_2(tmp_path: Path) -> None:
             and out == ""
         )
         if not ok:
-            failures.append(f"{command} {process.args[3:]}: {process.returncode} {err!r} {out!r}")
+            argv = cast(list[str], process.args)
+            failures.append(f"{command} {argv[3:]}: {process.returncode} {err!r} {out!r}")
     assert not failures, "\n".join(failures)
 
 

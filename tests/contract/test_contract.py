@@ -242,7 +242,7 @@ def test_every_suite_message_written_is_one_of_its_contract() -> None:
         SuiteMessage("agent", "T1", retired=("a", "b")).to_json(),
     ]
     assert len(written) > 2
-    read = []
+    read: list[SuiteRun] = []
     for raw in written:
         assert len(raw) <= 8 * 1024
         model = SuiteRunsMessage.model_validate_json(raw)

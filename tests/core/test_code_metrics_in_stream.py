@@ -21,9 +21,9 @@ def test_run_metrics_carry_code_bleu_and_test_pass_rate() -> None:
         encode(make_event(code=CODE, tests={"passed": 3, "failed": 1})), CoreConfig()
     )
     assert not hasattr(metrics, "reason")
-    assert metrics.code_bleu is not None  # type: ignore[union-attr]
-    assert 0 < metrics.code_bleu < 1  # type: ignore[union-attr]
-    assert metrics.test_pass_rate == 0.75  # type: ignore[union-attr]
+    assert metrics.code_bleu is not None
+    assert 0 < metrics.code_bleu < 1
+    assert metrics.test_pass_rate == 0.75
     plain = evaluate_run(encode(make_event()), CoreConfig())
     assert (plain.code_bleu, plain.test_pass_rate) == (None, None)  # type: ignore[union-attr]
 

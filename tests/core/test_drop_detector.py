@@ -40,7 +40,7 @@ def runs(
 def feed(
     state: DropState, stream: list[tuple[float, float]], design: DropDesign = DESIGN
 ) -> tuple[DropState, list[tuple[int, str]]]:
-    pages = []
+    pages: list[tuple[int, str]] = []
     for i, (passed, score) in enumerate(stream):
         state, page = state.observe(passed, score, design)
         if page is not None:

@@ -27,7 +27,7 @@ def test_unknown_model_without_cost() -> None:
 
 
 def test_configured_price_prices_a_new_model() -> None:
-    config = CoreConfig(pricing={"Mystery-1": {"input": 1.0, "output": 2.0}})  # type: ignore[dict-item]
+    config = CoreConfig(pricing={"Mystery-1": {"input": 1.0, "output": 2.0}})
     result = evaluate_run(encode(make_event(model="mystery-1", cost_usd=None)), config)
     assert isinstance(result, RunMetrics)
     assert result.cost_usd == pytest.approx((100 * 1.0 + 200 * 2.0) / 1e6)

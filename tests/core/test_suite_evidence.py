@@ -101,7 +101,8 @@ def test_stationary_subtests_lose_evidence_and_a_fall_gains_it(rate: float) -> N
     at any pass rate, and positive when the odds of passing fall to a third."""
     rnd = random.Random(int(rate * 100))
     fallen = rate * 0.33 / (1 - rate + rate * 0.33)
-    unchanged, fell = [], []
+    unchanged: list[float] = []
+    fell: list[float] = []
     for _ in range(300):
         for p_after, out in ((rate, unchanged), (fallen, fell)):
             history, total = SubtestHistory(), 0
@@ -165,7 +166,8 @@ def test_a_stored_feed_no_history_makes_is_refused(change: object) -> None:
 def test_a_feed_at_its_bounds_fits_its_stated_size() -> None:
     """Names of control characters (six bytes a character stored), suites of 200 of them, and
     counts as large as they come: MAX_FEED_BYTES, which the settings check against the broker."""
-    from stream_app.core.suite_evidence import MAX_FEED_BYTES, MAX_STRATA
+    from stream_app.core.drop_detector import MAX_STRATA
+    from stream_app.core.suite_evidence import MAX_FEED_BYTES
 
     feed = SuiteFeed()
     for k in range(MAX_STRATA * 4):

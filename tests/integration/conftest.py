@@ -8,11 +8,12 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pluggy import Result
 
 from stream_app.brokers.kafka import ApacheKafka
 from stream_app.service.settings import TopicNames
@@ -30,7 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: Any
+) -> Generator[None, Result[pytest.TestReport], None]:
     """Keep each phase's report on the test item, so fixtures can tell a failed test."""
     outcome = yield
     report = outcome.get_result()

@@ -41,14 +41,14 @@ def install_send_failure(topic: str, after: int, how: str = "raise") -> None:
                 return refused
         return await real(self, to, *args, **kwargs)
 
-    aiokafka.AIOKafkaProducer.send = send  # type: ignore[method-assign]
+    aiokafka.AIOKafkaProducer.send = send
 
 
 def install_poison(prefix: str, patch: Callable[[Any, str, Any], None] = setattr) -> None:
     """`patch` sets an attribute (a test passes its monkeypatch's, which undoes it after)."""
     from stream_app.core import ingest, tier_state
+    from stream_app.metrics.run_metrics import compute_run_metrics as real_metrics
 
-    real_metrics = ingest.compute_run_metrics
     real_aggregate = tier_state.TierState.aggregate
 
     def compute_run_metrics(run: Any, *args: Any, **kwargs: Any) -> Any:

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 from aiokafka import TopicPartition
@@ -73,7 +73,12 @@ def make_broker(
     return ApacheKafka(port=port, log_file=log_file, advertised_port=advertised_port)
 
 
-def wait_until(check: Callable[[], T], timeout: float, interval: float = 0.25, what: str = "") -> T:
+def wait_until(
+    check: Callable[[], T | Literal[False] | None],
+    timeout: float,
+    interval: float = 0.25,
+    what: str = "",
+) -> T:
     """Poll `check` until it returns something truthy; fail with `what` after `timeout`."""
     deadline = time.monotonic() + timeout
     last: Any = None

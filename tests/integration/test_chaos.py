@@ -7,9 +7,10 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_three_sigkills_while_20k_events_stream_in(
             # A random point in this worker's life: after it has handled some events.
             threshold = rnd.randint(300, 2500)
             wait_until(
-                lambda w=worker, t=threshold: received(w) >= t,
+                cast(Callable[[], bool], lambda w=worker, t=threshold: received(w) >= t),
                 120,
                 what=f"worker {round_ - 1} mid-stream",
             )

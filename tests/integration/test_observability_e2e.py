@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -70,7 +70,7 @@ class Prometheus:
     def ready(self) -> bool:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
-                return r.status == 200
+                return cast(int, r.status) == 200
         except OSError:
             return False
 

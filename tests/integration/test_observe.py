@@ -273,7 +273,7 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
     # No worker: this test is about the Alertmanager -> receiver leg only.
     run = start_observe(observe_runs, tmp_path, "--target", f"127.0.0.1:{free_port()}")
     run.wait_started()
-    now = datetime.now(UTC).isoformat()
+    starts_at = datetime.now(UTC).isoformat()
     post_alerts(
         run.alertmanager,
         [
@@ -290,7 +290,7 @@ def test_an_alert_through_alertmanager_is_printed_and_tier_alerts_are_inhibited(
                     "threshold.",
                     "runbook_url": RUNBOOKS + "#runbook-tierdropped",
                 },
-                "startsAt": now,
+                "startsAt": starts_at,
             }
         ],
     )

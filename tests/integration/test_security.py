@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -184,7 +184,7 @@ def test_the_documented_settings_work_end_to_end(
     assert produced.returncode == 0, produced.stderr[-3000:]
     settings = secured.settings()
     secure = {k: v for k, v in env.items() if k.startswith(("EVALSTREAM_SECURITY", "EVALSTREAM_B"))}
-    worker = Worker(secured.broker, tmp_path, "secure", **secure)
+    worker = Worker(secured.broker, tmp_path, "secure", **cast(dict[str, Any], secure))
     workers.append(worker.start().wait_ready())
     wait_until(lambda: outputs_equal_replay(settings, SAMPLE), 90, what="outputs equal replay")
     count = len(records(settings, settings.topics.aggregates))

@@ -37,7 +37,7 @@ def aggregate(
         runs=10,
         capacity=10,
         run_ids=[f"{tier}-{i}" for i in range(10)],
-        latest_completed_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
+        latest_completed_at="2026-01-01T00:00:00Z",
         pass_rate=stats(pass_rate),
         impl_rate=stats(impl),
         cost_usd=stats(cost),

@@ -11,7 +11,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -212,7 +212,7 @@ def post(url: str, body: bytes) -> int:
     )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status
+            return cast(int, response.status)
     except urllib.error.HTTPError as exc:
         return exc.code
 
@@ -296,7 +296,12 @@ def test_default_target_is_the_settings_web_port(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("EVALSTREAM_WEB_PORT", "6111")
     monkeypatch.setenv("EVALSTREAM_TOOLS_DIR", "/opt/tools")
     run: list[ObserveConfig] = []
-    monkeypatch.setattr(observe, "run_observe", lambda config, raw_json: run.append(config) or 0)
+
+    def fake_run_observe(config: ObserveConfig, raw_json: bool) -> int:
+        run.append(config)
+        return 0
+
+    monkeypatch.setattr(observe, "run_observe", fake_run_observe)
     assert main(["observe"]) == 0
     assert run[0].targets == ("127.0.0.1:6111",)
     assert run[0].tools_home == Path("/opt/tools/prometheus")

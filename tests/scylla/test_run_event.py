@@ -26,7 +26,8 @@ def event_of(experiment: Path, run: Run, exp: Experiment = EXPERIMENT) -> dict[s
     assert mapped.run_id == f"test-001/{run.tier}/{run.subtest}/{run.run}"
     assert mapped.experiment_id == exp.experiment_id
     RunCompleted.model_validate_json(mapped.payload)  # the contract holds
-    return json.loads(mapped.payload)
+    event: dict[str, object] = json.loads(mapped.payload)
+    return event
 
 
 @pytest.mark.parametrize("root", ["completed", ""])

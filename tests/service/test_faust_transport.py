@@ -5,7 +5,7 @@ keep the signatures we were written against (a Faust that changes one fails here
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 import faust
 import pytest
@@ -17,7 +17,8 @@ from stream_app.service.faust_app import EvalstreamApp, WebFirstBoot
 from stream_app.service.faust_transport import Consumer, ConsumerThread, Transport
 from stream_app.service.settings import Settings, load_settings
 
-FAUST_METHODS = {  # what Faust had when the glue was written: (class, method) -> signature
+# what Faust had when the glue was written: (class, method) -> signature
+FAUST_METHODS: dict[tuple[type, str], str] = {
     (driver.AIOKafkaConsumerThread, "_create_worker_consumer"): "(self, transport: 'Transport')",
     (driver.AIOKafkaConsumerThread, "_highwaters"): (
         "(self, partitions: List[faust.types.tuples.TP])"
@@ -94,7 +95,10 @@ async def test_a_set_fetch_wait_changes_nothing_else_of_fausts_consumer() -> Non
     app = create_app(settings(fetch_max_wait_s=0.05, session_timeout_s=7))
     ours = config_of(worker_consumer(app))
     fausts = config_of(
-        driver.AIOKafkaConsumerThread._create_worker_consumer(app.consumer._thread, app.transport)  # type: ignore[attr-defined]
+        driver.AIOKafkaConsumerThread._create_worker_consumer(
+            app.consumer._thread,  # type: ignore[attr-defined]
+            cast(driver.Transport, app.transport),
+        )
     )
     assert ours.pop("_fetch_max_wait_ms") == 50
     assert fausts.pop("_fetch_max_wait_ms") == 1500

@@ -57,6 +57,7 @@ async def test_a_batch_goes_out_as_one_bundle_per_target_partition_in_input_orde
     seen = []
     for _, key, value, partition in sends.sent:
         assert key == f"partition-{partition}".encode()
+        assert value is not None
         runs = json.loads(value)["runs"]
         for r in runs:
             assert partition_for(r["experiment_id"], config.partitions) == partition

@@ -3,7 +3,7 @@
 import asyncio
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -26,7 +26,7 @@ CHANGELOG = "evalstream-tier-windows-changelog"
 def metrics_json(config: Settings, event: dict[str, Any]) -> bytes:
     metrics = evaluate_run(encode(event), config)
     assert not hasattr(metrics, "reason"), metrics
-    return metrics.model_dump_json().encode()  # type: ignore[union-attr]
+    return metrics.model_dump_json().encode()
 
 
 def forwarded(config: Settings, *events: dict[str, Any]) -> list[Record]:
@@ -75,7 +75,8 @@ async def test_a_batch_writes_each_key_once_and_publishes_its_last_aggregate() -
     lines = [encode(e) for e in (run(1), run(2), run(3, tier="T2"), run(2))]
     expected = {f"{a.experiment_id}/{a.tier}": a for a in replay_lines(lines, config).tiers}
     for key, raw in table.items():
-        state = TierState.from_json(*key.decode().split("/"), config.window_size, raw)
+        experiment_and_tier = cast(tuple[str, str], key.decode().split("/"))
+        state = TierState.from_json(*experiment_and_tier, config.window_size, raw)
         assert state.aggregate(config) == expected[key.decode()]
     m = samples(stage.exporter)
     assert m[("evalstream_runs_accepted_total", ())] == 3  # 2 to T1, 1 to T2
@@ -249,7 +250,7 @@ async def test_a_bad_record_is_dead_lettered_with_the_bytes_the_stage_received()
     assert letter["detail"]["stage"] == "window"
     assert letter["payload"] == '{"tier": 1}'
     assert sends.keys(config.topics.aggregates) == [b"exp/T1"]
-    assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]
+    assert json.loads(cast(bytes, sends.sent[-1][2]))["run_ids"] == ["exp/T1/001"]
 
 
 async def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
@@ -295,7 +296,7 @@ async def test_a_bundle_of_many_runs_is_folded_like_the_same_runs_one_by_one() -
     bundle = bundle_runs([metrics_json(config, e) for e in events], 1 << 20)
     handled = await bundled.handle(records(config.topics.runs_by_tier, bundle))
     assert handled == len(events)  # the runs, for the per-event processing histogram
-    assert untimed(bundled.table) == untimed(one_by_one.table)
+    assert untimed(cast(Table, bundled.table)) == untimed(cast(Table, one_by_one.table))
     assert sends_b.to(config.topics.aggregates)[-3:] == sends_a.to(config.topics.aggregates)[-3:]
 
 
@@ -304,7 +305,7 @@ async def test_a_bare_run_from_a_worker_before_bundles_is_still_read() -> None:
     config = stage.settings
     bare = records(config.topics.runs_by_tier, [metrics_json(config, run(1))])
     await stage.handle(bare)
-    assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001"]
+    assert json.loads(cast(bytes, sends.sent[-1][2]))["run_ids"] == ["exp/T1/001"]
 
 
 async def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
@@ -317,7 +318,7 @@ async def test_a_bad_run_inside_a_bundle_is_its_own_dead_letter() -> None:
     assert letter["reason"] == "processing_error"
     assert json.loads(letter["payload"]) == {"tier": 1}
     assert letter["origin"]["key"] == "partition-0"
-    assert json.loads(sends.sent[-1][2])["run_ids"] == ["exp/T1/001", "exp/T1/002"]
+    assert json.loads(cast(bytes, sends.sent[-1][2]))["run_ids"] == ["exp/T1/001", "exp/T1/002"]
 
 
 @pytest.mark.parametrize(

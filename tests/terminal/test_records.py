@@ -17,8 +17,8 @@ from stream_app.terminal.records import (
     output_kinds,
     suite_line,
 )
+from tests.helpers import KafkaRecord as Record
 from tests.suite_reports import suite_tier
-from tests.terminal.test_live_table import Record
 
 SETTINGS = load_settings()
 
