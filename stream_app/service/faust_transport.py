@@ -1,8 +1,8 @@
 """evalstream's Faust transport: Faust's aiokafka driver through its own extension points
-(`Transport.Consumer`, `Consumer._new_consumer_thread`), subclassed, and given to evalstream's
-app alone, so that no other app in the process is changed. Honest stream positions, a recovery's
-end offsets, the fetch wait and eager delivery: what each is for, on which broker, and the
-evidence are in docs/brokers.md, 'Which broker needs which workaround'."""
+(`Transport.Consumer`, `Transport.Producer`, `Consumer._new_consumer_thread`), subclassed, and
+given to evalstream's app alone, so that no other app in the process is changed. Honest stream
+positions, a recovery's end offsets, the fetch wait and eager delivery: what each is for, on
+which broker, and the evidence are in docs/brokers.md, 'Which broker needs which workaround'."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from faust.types import TP
 from faust.types.transports import TransportT
 from mode.services import WaitArgT, WaitResults
 
+from stream_app.service.faust_producer import Producer
 from stream_app.service.high_watermarks import fetch_high_watermarks
 from stream_app.service.kafka_client import client_kwargs
 from stream_app.service.settings import Settings
@@ -234,14 +235,16 @@ class _Resumed:
 
 
 class Transport(driver.Transport):
-    """Faust's aiokafka transport with evalstream's consumer."""
+    """Faust's aiokafka transport with evalstream's consumer and producer (Faust's app makes
+    its producer with the consumer's transport)."""
 
     Consumer = Consumer
+    Producer = Producer
 
 
 def transport_for(app: faust.App) -> TransportT:
-    """The consumer transport of `app`, for its broker URLs (Faust's own producer transport is
-    left as it is)."""
+    """The consumer transport of `app`, for its broker URLs; it makes the app's producer too
+    (Faust's own producer transport, which the app does not use for that, is left as it is)."""
     return Transport(app.conf.broker_consumer, app)
 
 
