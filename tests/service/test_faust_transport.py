@@ -14,6 +14,7 @@ from faust.transport.drivers import aiokafka as driver
 
 from stream_app.service.app import create_app
 from stream_app.service.faust_app import EvalstreamApp, WebFirstBoot
+from stream_app.service.faust_producer import Producer, TrackingProducer
 from stream_app.service.faust_transport import Consumer, ConsumerThread, Transport
 from stream_app.service.settings import Settings, load_settings
 
@@ -30,6 +31,14 @@ FAUST_METHODS: dict[tuple[type, str], str] = {
     ),
     (driver.AIOKafkaConsumerThread, "seek_to_committed"): "(self)",
     (driver.Consumer, "_new_consumer_thread"): "(self)",
+    (driver.Producer, "create_topic"): (
+        "(self, topic: str, partitions: int, replication: int, *, "
+        "config: Optional[Mapping[str, Any]] = None, "
+        "timeout: Union[datetime.timedelta, float, str] = 20.0, "
+        "retention: Union[datetime.timedelta, float, str, NoneType] = None, "
+        "compacting: Optional[bool] = None, deleting: Optional[bool] = None, "
+        "ensure_created: bool = False)"
+    ),
     (FaustBaseConsumer, "wait_first"): (
         "(self, *coros: Union[_asyncio.Future, collections.abc.Coroutine[Any, None, Any], "
         "collections.abc.Awaitable, mode.utils.locks.Event], "
@@ -45,6 +54,12 @@ def test_the_faust_methods_we_override_keep_their_signatures(owner: type, name: 
     assert signature == FAUST_METHODS[(owner, name)]
 
 
+def test_faust_makes_its_aiokafka_producer_from_the_type_we_override() -> None:
+    assert isinstance(vars(driver.Producer)["_producer_type"], property)
+    source = inspect.getsource(driver.Producer._new_producer)
+    assert "self._producer_type(" in source
+
+
 def settings(**changes: Any) -> Settings:
     return load_settings(broker_url="127.0.0.1:1", **changes)
 
@@ -58,6 +73,9 @@ async def test_two_apps_in_one_process_keep_their_own_transports() -> None:
     assert isinstance(tansu.consumer, Consumer)
     assert isinstance(tansu.consumer._thread, ConsumerThread)
     assert isinstance(tansu.boot_strategy, WebFirstBoot)
+    assert isinstance(kafka.producer, Producer)
+    assert kafka.producer._producer_type is TrackingProducer
+    assert not isinstance(other.producer, Producer)
     # A Faust app made beside them is Faust's own, all through.
     assert type(other.transport) is driver.Transport
     assert type(other.consumer) is driver.Consumer
