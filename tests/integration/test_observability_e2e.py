@@ -168,6 +168,11 @@ def test_dashboards_and_alerts_against_live_prometheus(
     assert drop[0]["annotations"]["description"].startswith(
         "synthetic-01/T5's runs fell below the tier's reference"
     ), drop[0]["annotations"]
+    # The series the summary's template asks for are there, one per detector.
+    evidence = prometheus.query(
+        'evalstream_tier_drop_evidence_ratio{experiment="synthetic-01",tier="T5"}'
+    )
+    assert sorted(e["metric"]["detector"] for e in evidence) == ["pass_rate", "score"], evidence
     assert drop[0]["annotations"]["runbook_url"] == "docs/runbooks.md#runbook-tierdropped"
     wait_until(lambda: prometheus.query("evalstream:consumer_lag_messages"), 30, what="lag gauge")
 
