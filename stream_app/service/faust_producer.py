@@ -1,16 +1,10 @@
 """evalstream's Faust producer: aiokafka's producer that keeps every topic it sends to or
 creates in the metadata it asks for, given to Faust through its extension points
-(`Producer._producer_type`, `Transport.Producer`).
-
-Why: aiokafka tracks a topic when its first send finds no metadata for it, and asks for the
-metadata of the tracked topics only (of every topic while it tracks none). Faust fetches every
-topic's metadata after it creates a topic, so the worker's output topics become known without
-being tracked; the first send to a topic missing from that fetch then narrows the metadata to
-the tracked topics, the others' leaders turn unknown, and a record already waiting for one of
-them is never sent: the flush before every commit waits for it, and the worker stops processing
-(tests/integration/test_producer_metadata.py). A created topic is tracked too: the query API
-finds a key's owner from its table changelog's partitions in this metadata, whether or not
-this worker has written to that changelog yet."""
+(`Producer._producer_type`, `Transport.Producer`). aiokafka asks only for its tracked topics'
+metadata and tracks a topic only when a first send found none; a topic known untracked (from
+Faust's fetch of every topic) lost its leader once a new topic narrowed the metadata, and a
+record waiting for it was never sent: the worker stopped processing. docs/brokers.md, 'Which
+broker needs which workaround'."""
 
 from __future__ import annotations
 
