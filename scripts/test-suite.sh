@@ -57,7 +57,8 @@ echo
 grep -h "not found on this machine" "$work/prepare.log"
 .venv/bin/python - "$work" <<'EOF'
 """A line for each run that was due (a *.expected marker), and one over all of them: tests
-passed, failed (errors included) and skipped; a run that wrote no report counts one failure."""
+passed, failed (errors included) and skipped; a run that wrote no report, or only part of one,
+counts one failure."""
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -70,15 +71,21 @@ names = {
 }
 totals = {"passed": 0, "failed": 0, "skipped": 0}
 order = {"unit": 0, "integration": 1, "simulation": 2}
-for marker in sorted(work.glob("*.expected"), key=lambda p: (order.get(p.stem, 2), p.stem)):
+for marker in sorted(work.glob("*.expected"), key=lambda p: (order.get(p.stem, 3), p.stem)):
     label = names.get(marker.stem, f"{marker.stem.replace('-', ' ')}: the unit and property tests")
     report = marker.with_suffix(".xml")
     if not report.exists():
         print(f"{label}: FAILED, the run ended before it wrote its report")
         totals["failed"] += 1
         continue
+    try:
+        root = ET.parse(report).getroot()
+    except ET.ParseError:  # cut short: the run was killed while it wrote it
+        print(f"{label}: FAILED, its report is incomplete")
+        totals["failed"] += 1
+        continue
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for suite in ET.parse(report).getroot().iter("testsuite"):
+    for suite in root.iter("testsuite"):
         for key in counts:
             counts[key] += int(suite.get(key, 0))
     failed = counts["failures"] + counts["errors"]
