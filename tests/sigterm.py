@@ -14,18 +14,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _install() -> None:
-    """Over the default only (a test's own handler is left alone)."""
+def pytest_configure(config: pytest.Config) -> None:
+    """At the start of the run, in the main thread (where Python runs signal handlers), over
+    the default only. A command run in-process hands it back when its loop closes
+    (`CommandLoop`)."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """At the start of the run, in the main thread (where Python runs signal handlers)."""
-    _install()
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Again before each test: an event loop that handled SIGTERM in a test before (a command
-    run in-process) leaves it at the default when it closes."""
-    _install()

@@ -59,6 +59,7 @@ class CommandLoop:
         self._runner = asyncio.Runner()
         self.loop = self._runner.get_loop()
         self._signals = tuple(signals)
+        self._previous = {sig: signal.getsignal(sig) for sig in self._signals}
         for sig in self._signals:
             self.loop.add_signal_handler(sig, self._stopped)
 
@@ -88,10 +89,19 @@ class CommandLoop:
         for sig in self._signals:
             self.loop.remove_signal_handler(sig)
         self._signals = ()
+        self._restore()
 
     def close(self) -> None:
         """Cancel what is left, close the loop, and restore the signals' handlers."""
         self._runner.close()
+        self._restore()
+
+    def _restore(self) -> None:
+        """The handlers found at the start, back: asyncio's removal leaves the default instead."""
+        for sig, old in self._previous.items():
+            if old is not None:  # None: a handler not set from Python, left as asyncio leaves it
+                signal.signal(sig, old)
+        self._previous = {}
 
     def __enter__(self) -> Self:
         return self
