@@ -18,7 +18,7 @@ from stream_app.brokers.kafka import ApacheKafka
 from stream_app.brokers.tansu import EmbeddedBroker
 from stream_app.processes import stop_process
 from tests.helpers import REPO
-from tests.integration.harness import require_broker, require_tansu
+from tests.integration.harness import require_broker, require_tansu, wait_until
 
 
 def gone(pid: int) -> bool:
@@ -106,9 +106,6 @@ def test_a_test_run_stopped_by_sigterm_stops_its_broker(tmp_path: Path) -> None:
         assert pid is not None, "the broker never started"
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
-        deadline = time.monotonic() + 10
-        while not gone(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert gone(pid), "the broker outlived the test run"
+        wait_until(lambda: gone(pid), 10, interval=0.1, what="the broker to stop with the run")
     finally:
         stop_process(run)
