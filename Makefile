@@ -45,7 +45,7 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict (the package for each
 	$(BIN)/python grafana/generate.py --check
 	$(BIN)/python prometheus/generate_tests.py --check
 
-test: lint tools ## the whole suite: lint, then every test on .venv's Python and the unit and property tests on the other supported ones
+test: $(STAMP) tools ## the whole suite: lint beside every test on .venv's Python and the unit and property tests on the other supported ones
 	scripts/test-suite.sh
 
 tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into .tools/ (tests skip without them)

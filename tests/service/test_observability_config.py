@@ -157,13 +157,6 @@ def test_alerts_are_complete() -> None:
             assert "{{ $labels.tier }}" in alert["annotations"]["summary"]
 
 
-def test_scenario_alert_tests_are_generated_and_current() -> None:
-    """prometheus/tests/scenarios.test.yml is what replaying the scenarios through today's core
-    gives (promtool runs it in the test above)."""
-    generator = load_generator("prometheus/generate_tests.py")
-    assert generator.main(["--check"]) == 0, "run: python prometheus/generate_tests.py"
-
-
 def test_dashboards_are_generated_and_current() -> None:
     generator = load_generator()
     assert generator.main(["--check"]) == 0, "run: python grafana/generate.py"
