@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The whole suite, as `make test` runs it after `make tools`, in two lanes. The first: .venv's
-# integration tests, then the seeded simulations (marked `simulation`) outside tests/metrics. The
-# second, beside it from the start: `make lint`, .venv's other unit and property tests (while the
-# other supported CPythons' virtualenvs are made), tests/metrics' seeded simulations, then the unit
-# and property tests of every other supported CPython (scripts/test-pythons.sh). Beside, not
-# after: the integration tests mostly wait on brokers and workers, and one after the other the
-# suite would take over 15 minutes on a 2-core machine. The first lane prints as it runs, the
-# second's logs follow. It ends with a line for each run and one that counts every test of every
-# run; a lint that fails fails the suite, its output among the second lane's logs.
+# The whole suite, as `make test` runs it after `make tools`, in two lanes. The first: `make lint`,
+# .venv's integration tests, then the seeded simulations (marked `simulation`) outside
+# tests/metrics. The second, beside it from the start: .venv's other unit and property tests
+# (while the other supported CPythons' virtualenvs are made), tests/metrics' seeded simulations,
+# then the unit and property tests of every other supported CPython (scripts/test-pythons.sh).
+# Beside, not after: the integration tests mostly wait on brokers and workers, and one after the
+# other the suite would take over 15 minutes on a 2-core machine. The first lane prints as it
+# runs, the second's logs follow. It ends with a line for each run and one that counts every test
+# of every run; a lint that fails fails the suite at its end, the tests run all the same.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,8 +27,6 @@ touch "$work/unit.expected" "$work/simulation-2.expected"
 setsid bash -c '
     scripts/test-pythons.sh prepare >"$1/prepare.log" 2>&1 &
     prepare=$!
-    make --no-print-directory lint >"$1/lint.log" 2>&1
-    echo $? >"$1/lint.status"
     .venv/bin/pytest -m "not integration and not simulation" -p no:cacheprovider \
         --junitxml "$1/unit.xml" >"$1/unit.log" 2>&1
     echo $? >"$1/unit.status"
@@ -43,6 +41,8 @@ setsid bash -c '
 units_pid=$!
 background+=("$units_pid")
 
+make --no-print-directory lint
+lint=$?
 touch "$work/integration.expected"
 .venv/bin/pytest -m integration --durations=10 --junitxml "$work/integration.xml"
 integration=$?
@@ -51,20 +51,19 @@ touch "$work/simulation-1.expected"
     --junitxml "$work/simulation-1.xml"
 simulation=$?
 
-echo "== lint, the unit and property tests and tests/metrics' simulations, beside them =="
+echo "== the unit and property tests and tests/metrics' simulations, beside them =="
 wait "$units_pid"
 background=()
-cat "$work/lint.log" "$work/unit.log" "$work/simulation-2.log" "$work/prepare.log" \
+cat "$work/unit.log" "$work/simulation-2.log" "$work/prepare.log" \
     "$work/others.log" 2>/dev/null
 status_of() { cat "$work/$1.status" 2>/dev/null || echo 1; }
-lint=$(status_of lint)
 unit=$(status_of unit)
 simulation2=$(status_of simulation-2)
 prepared=$(status_of prepare)
 others=$(status_of others)
 
 echo
-[[ $lint == 0 ]] && echo "lint: clean" || echo "lint: FAILED (its output is above)"
+[[ $lint == 0 ]] && echo "lint: clean" || echo "lint: FAILED (its output is at the top)"
 grep -h "not found on this machine" "$work/prepare.log"
 .venv/bin/python - "$work" <<'EOF'
 """A line for each run that was due (a *.expected marker), and one over all of them: tests
