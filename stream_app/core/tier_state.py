@@ -259,6 +259,12 @@ class TierState:
         return cls(experiment_id, tier, window, grade, touched, totals=totals, drop=drop, feed=feed)
 
 
+def touched_of(record: Any) -> int | None:
+    """When a decoded stored state was last touched, if it says so validly."""
+    touched = record.get("at") if isinstance(record, dict) else None
+    return touched if _timestamp(touched) else None
+
+
 def suites_fed(raw: bytes) -> tuple[str, ...]:
     """The suites a stored tier state's runs went to, read without loading the whole state (at
     retirement, for thousands of tiers at once); () when it says none or cannot be read."""

@@ -133,12 +133,12 @@ class Outputs:
         )
         self.exporter.remove_suite(suite, tier)
 
-    async def aggregate(self, agg: TierAggregate) -> None:
-        """A tier's aggregate, on the partition of its experiment (one cross-tier agent sees all
-        of an experiment's tiers), and its gauges."""
+    async def aggregate(self, agg: TierAggregate, value: bytes | None = None) -> None:
+        """A tier's aggregate (`value`: its JSON, when made already), on the partition of its
+        experiment (one cross-tier agent sees all of an experiment's tiers), and its gauges."""
         key = tier_key(agg.experiment_id, agg.tier).encode()
         partition = partition_for(agg.experiment_id, self.settings.partitions)
-        value = agg.model_dump_json().encode()
+        value = agg.model_dump_json().encode() if value is None else value
         await self.send(self.topics.aggregates, key, value, partition)
         self.exporter.set_tier(agg, value)
 

@@ -14,7 +14,7 @@ from stream_app.core.tier_state import TierState
 from stream_app.core.window import to_epoch_us
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
-from stream_app.service.settings import Settings
+from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
 from stream_app.service.stages.table_stage import Revoked
 from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import encode, make_event
@@ -506,3 +506,89 @@ async def test_a_rebalance_while_the_tombstones_wait_leaves_the_table_to_recover
     assert republished == 2  # …and re-published after the tombstones, by recovery
     assert [t for t, _, v, _ in sends.sent if t == config.topics.aggregates and v is not None]
     assert samples(stage.exporter)[("evalstream_experiments_retired_total", ())] == 0
+
+
+def restarted(stage: WindowsStage, table: Table, **overrides: Any) -> tuple[WindowsStage, Sends]:
+    """A new worker's stage over the same table (`overrides`: its settings differ)."""
+    config, sends, exporter, outputs = wiring(**overrides)
+    return WindowsStage(table, CHANGELOG, config, outputs, exporter), sends
+
+
+def published(sends: Sends, config: Settings) -> dict[bytes | None, bytes | None]:
+    return {k: v for t, k, v, _ in sends.sent if t == config.topics.aggregates}
+
+
+async def test_recovery_publishes_the_stored_aggregates_as_they_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    keys = [(f"e{i}", f"T{i % 7}") for i in range(9)]
+    await stage.handle(forwarded(config, *(run(1, tier=t, experiment=e) for e, t in keys)))
+    await stage.handle(forwarded(config, run(2, tier="T1", experiment="e1")))
+    before = published(sends, config)
+
+    def not_again(*_: Any, **__: Any) -> None:
+        raise AssertionError("a stored aggregate was derived again")
+
+    monkeypatch.setattr(TierState, "aggregate", not_again)
+    monkeypatch.setattr(TierState, "from_json", not_again)
+    again, again_sends = restarted(stage, table)
+    assert await again.on_recover({0, 1, 2, 3}) == len(keys)
+    assert published(again_sends, config) == before  # byte for byte, the latest of each key
+    gauges = samples(again.exporter)
+    assert gauges[("evalstream_tier_window_runs", (("experiment", "e1"), ("tier", "T1")))] == 2
+
+
+async def test_other_settings_derive_every_aggregate_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    await stage.handle(forwarded(config, run(1), run(2, tier="T2", passed=False)))
+    stricter = {"grade_thresholds": {"A": 0.99, "B": 0.98, "C": 0.97, "D": 0.96}}
+    again, again_sends = restarted(stage, table, **stricter)
+    derived: list[str] = []
+    aggregate = TierState.aggregate
+
+    def counted(state: TierState, config: Any) -> Any:
+        derived.append(state.tier)
+        return aggregate(state, config)
+
+    monkeypatch.setattr(TierState, "aggregate", counted)
+    await again.on_recover({0, 1, 2, 3})
+    assert sorted(derived) == ["T1", "T2"]
+    expected = {
+        a.tier: a.grade
+        for a in replay_lines(
+            [encode(run(1)), encode(run(2, tier="T2", passed=False))], again.settings
+        ).tiers
+    }
+    assert {a["tier"]: a["grade"] for a in again_sends.to(config.topics.aggregates)} == expected
+    assert expected != {a["tier"]: a["grade"] for a in sends.to(config.topics.aggregates)}
+
+
+async def test_a_stored_aggregate_that_does_not_read_is_derived_again_not_quarantined() -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    await stage.handle(forwarded(config, run(1), run(1, experiment="other")))
+    before = published(sends, config)
+    broken = json.loads(table[b"exp/T1"])
+    broken["agg"] = broken["agg"][:-10]  # cut short
+    table[b"exp/T1"] = json.dumps(broken).encode()
+    elsewhere = json.loads(table[b"other/T1"])
+    elsewhere["agg"] = (before[b"exp/T1"] or b"").decode()  # another tier's aggregate, whole
+    table[b"other/T1"] = json.dumps(elsewhere).encode()
+    again, again_sends = restarted(stage, table)
+    await again.on_recover({0, 1, 2, 3})
+    assert published(again_sends, config) == before
+    assert not again_sends.to(config.topics.dead_letter)
+
+
+def test_a_state_stored_with_its_aggregate_fits_the_broker_or_goes_alone() -> None:
+    stage, _, _ = stage_with()
+    state = TierState.empty("exp", "T1", stage.settings.window_size)
+    limit = stage.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+    aggregate = b'"' + b"x" * (limit - len(state.to_json()) - 40) + b'"'
+    assert stage.stored(state, aggregate) == state.to_json()
+    small = stage.stored(state, b"{}")
+    assert len(small) > len(state.to_json())
+    assert json.loads(small)["agg"] == "{}"

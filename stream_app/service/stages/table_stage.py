@@ -220,8 +220,7 @@ class TableStage(Generic[S]):
             if raw is None or self.partition_of(key_bytes) not in owned:
                 continue
             try:
-                key = key_bytes.decode()
-                publish = self.republish(key, self.load(key, raw))
+                publish = self.recovered(key_bytes.decode(), raw)
             except Exception as exc:
                 await self.quarantine(key_bytes, exc)
                 continue
@@ -229,6 +228,11 @@ class TableStage(Generic[S]):
                 await publish()
                 count += 1
         return count
+
+    def recovered(self, key: str, raw: bytes) -> Callable[[], Awaitable[None]] | None:
+        """What a recovery publishes for a stored key: by default, what its loaded state
+        re-publishes; raising quarantines the key."""
+        return self.republish(key, self.load(key, raw))
 
     def forget(self, key: str, raw: bytes) -> None:
         """Drop the gauges of a key whose partition went to another worker."""

@@ -3,7 +3,8 @@ suite evidence out. Outputs converge to `replay` through any crash by two rules:
 changes and suite runs are acknowledged before the states that record them are written (a crash
 in between re-sends them, never loses one; the suite drops repeats), and after every recovery
 the aggregate of every owned key is re-published (an output lost between its changelog write
-and its own send is restored; consumers keep the latest message per key)."""
+and its own send is restored; consumers keep the latest message per key). Each state is stored
+with its aggregate (`core.stored_aggregate`), which a recovery re-publishes as stored."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
+from stream_app.core.stored_aggregate import fingerprint, stored_aggregate, with_aggregate
 from stream_app.core.suite_message import SuiteRun
-from stream_app.core.tier_state import TierState, fold_runs, suites_fed
+from stream_app.core.tier_state import TierState, fold_runs, suites_fed, touched_of
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
+from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 from stream_app.service.stages.table_stage import Pauses, TableStage
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,8 @@ class WindowsStage(TableStage[TierState]):
         self.checked: tuple[TierState | None, TierAggregate | None] = (None, None)
         """The last state `load` checked, and its aggregate: recovery publishes that one
         rather than aggregating each tier twice."""
+        self.made_by = fingerprint(self.settings)
+        """What stored aggregates this worker publishes as they are (`recovered`)."""
 
     @classmethod
     def experiment_of(cls, key: str) -> str:
@@ -155,16 +160,49 @@ class WindowsStage(TableStage[TierState]):
         for key, state in folded.states.items():
             key_bytes = key.encode()
             state.touched_us = now_us
-            await self.table.put(key_bytes, state.to_json())
+            aggregate = folded.results[key]
+            value = aggregate.model_dump_json().encode()
+            await self.table.put(key_bytes, self.stored(state, value))
             self.cache[key_bytes] = state
             self.idle.touch(state.experiment_id, now_us)
             completed = added.get(key, [])
             self.exporter.accepted.inc(len(completed))
             for at_us in completed:
                 self.exporter.run_age.observe(max(now_us - at_us, 0) / 1e6)
-            await self.outputs.aggregate(folded.results[key])
+            await self.outputs.aggregate(aggregate, value)
         self.exporter.experiments.set(len(self.idle.last))
         return events
+
+    def stored(self, state: TierState, aggregate: bytes) -> bytes:
+        """A state's changelog record: with its aggregate when both fit the broker's message
+        limit together (each alone always does; a record without one re-derives it)."""
+        state_json = state.to_json()
+        record = with_aggregate(state_json, aggregate, self.made_by)
+        limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        return record if len(record) <= limit else state_json
+
+    def recovered(self, key: str, raw: bytes) -> Callable[[], Awaitable[None]] | None:
+        """A stored aggregate this worker's code and settings made is re-published as it is
+        (its state is checked when its tier's next run loads it); any other is re-derived."""
+        try:
+            record: Any = json.loads(raw)
+        except (ValueError, RecursionError):
+            record = None
+        value = stored_aggregate(record, self.made_by)
+        try:
+            aggregate = None if value is None else TierAggregate.model_validate_json(value)
+        except ValueError:
+            aggregate = None
+        touched = touched_of(record)
+        if (
+            aggregate is None
+            or tier_key(aggregate.experiment_id, aggregate.tier) != key
+            or (touched is None and "at" in record)
+        ):  # what the stored aggregate leans on is not sound: the whole state is loaded
+            return super().recovered(key, raw)
+        touched = touched or to_epoch_us(datetime.now(UTC))
+        self.idle.touch(aggregate.experiment_id, touched)
+        return lambda: self.outputs.aggregate(aggregate, value)
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
         """A recovered tier re-publishes its aggregate, and its experiment is tracked for
