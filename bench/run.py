@@ -872,6 +872,11 @@ def main() -> int:
         action="store_true",
         help="skip latency, scrape and memory (a quick comparison; BENCHMARKS.md is not touched)",
     )
+    parser.add_argument(
+        "--recovery-only",
+        action="store_true",
+        help="only the recovery table, printed (BENCHMARKS.md is not touched)",
+    )
     args = parser.parse_args()
     only = [c for c in args.only.split(",") if c]
     unknown = set(only) - set(CONSUMERS)
@@ -899,7 +904,7 @@ def main() -> int:
             return 2
         results["broker"] = broker_info(broker)
         log(f"broker: {results['broker']['label']} on {broker.address}")
-        samples = race(broker, workdir, only, args, results)
+        samples = {} if args.recovery_only else race(broker, workdir, only, args, results)
         sizes = [int(n) for n in args.recovery_tiers.split(",") if n]
         if not args.throughput_only and sizes:
             # each size with the defaults, then the largest with static membership
@@ -909,6 +914,9 @@ def main() -> int:
                 results.setdefault("recovery", []).append(figures)
                 log(f"  {figures}")
     results["throughput"] = {name: summary(v) for name, v in samples.items() if v}
+    if args.recovery_only:
+        print(recovery_table(results.get("recovery", [])))
+        return 0
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2) + "\n")
     if not args.throughput_only:
