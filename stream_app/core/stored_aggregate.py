@@ -2,18 +2,22 @@
 changelog record with the fingerprint of everything else that made it (the core's source, the
 settings it reads, pydantic's serializer). A recovery publishes it as stored when the fingerprint
 is today's, instead of decoding and aggregating every tier again (about 0.4 ms a tier on a
-2-core Xeon); after an upgrade or a change of settings it re-derives each tier once, as before.
+2-core Xeon). After an upgrade or a change of settings it derives them as before, at every
+recovery, until each tier's next run stores its record anew.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import secrets
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
+import pydantic
 import pydantic_core
 
 import schemas
@@ -27,10 +31,11 @@ AGGREGATE: Final = "agg"
 
 @cache
 def _source_digest() -> bytes:
-    """The source of every module an aggregate's bytes can depend on, and pydantic-core's
-    version. Without the source (a build that ships bytecode only) a random digest: no stored
-    aggregate is ever trusted then."""
-    digest = hashlib.sha256(pydantic_core.__version__.encode())
+    """The source of every module of evalstream an aggregate's bytes can depend on, and the
+    versions of what else they run on (Python, its C library, pydantic). Without the source (a
+    build that ships bytecode only) a random digest: no stored aggregate is ever trusted then."""
+    versions = (sys.version, platform.libc_ver(), pydantic.VERSION, pydantic_core.__version__)
+    digest = hashlib.sha256(repr(versions).encode())
     files = 0
     for package in (schemas, stream_app.core, stream_app.metrics):
         root = Path(package.__file__ or "").parent
@@ -62,4 +67,7 @@ def stored_aggregate(record: Any, made_by: str) -> bytes | None:
     if not isinstance(record, dict) or record.get(MADE_BY) != made_by:
         return None
     aggregate = record.get(AGGREGATE)
-    return aggregate.encode() if isinstance(aggregate, str) else None
+    try:
+        return aggregate.encode() if isinstance(aggregate, str) else None
+    except UnicodeEncodeError:  # a lone surrogate: no aggregate this code wrote
+        return None

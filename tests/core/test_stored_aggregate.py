@@ -3,11 +3,18 @@ the code and settings that made it: the state reads back unchanged, the aggregat
 and only under the same fingerprint."""
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stream_app.core.config import CoreConfig
-from stream_app.core.stored_aggregate import fingerprint, stored_aggregate, with_aggregate
+from stream_app.core.stored_aggregate import (
+    _source_digest,
+    fingerprint,
+    stored_aggregate,
+    with_aggregate,
+)
 from stream_app.core.tier_state import TierState
 from stream_app.core.window import WindowEntry
 from stream_app.metrics.grades import GradeThresholds
@@ -50,14 +57,56 @@ def test_only_the_same_fingerprint_reads_the_aggregate() -> None:
     assert stored_aggregate(json.loads(state.to_json()), "made by one build") is None  # none
     assert stored_aggregate({"made": "x", "agg": {"runs": 1}}, "x") is None  # not a string
     assert stored_aggregate(["made", "x"], "x") is None
+    assert stored_aggregate({"made": "x", "agg": "\ud800"}, "x") is None  # a lone surrogate
 
 
-def test_the_fingerprint_follows_every_setting_of_the_core() -> None:
+OTHER_VALUES: dict[str, Any] = {
+    "window_size": 5,
+    "composite_weights": {"pass_rate": 0.7, "impl_rate": 0.3},
+    "grade_thresholds": GradeThresholds(A=0.9),
+    "baseline_tier": "T1",
+    "pass_at_k": {"k_values": [1, 3]},
+    "code_bleu": {"weights": {"ngram": 0.4, "weighted_ngram": 0.2, "ast": 0.2, "dataflow": 0.2}},
+    "pricing": {"my-model": {"input": 1.0, "output": 2.0}},
+    "max_message_bytes": 4096,
+    "experiment_idle_ttl_s": 60,
+    "drop_false_page_runs": 50_000,
+    "drop_smallest_fall": 0.3,
+    "drop_warmup_runs": 30,
+    "drop_reference_runs": 400,
+    "drop_reference_z": 2.5,
+    "interval_confidence": 0.9,
+}
+
+
+@pytest.mark.parametrize("field", sorted(OTHER_VALUES))
+def test_every_setting_of_the_core_changes_the_fingerprint(field: str) -> None:
+    other = CoreConfig(**{field: OTHER_VALUES[field]})
+    assert getattr(other, field) != getattr(CONFIG, field)
+    assert fingerprint(other) != fingerprint(CONFIG)
+    assert fingerprint(CoreConfig()) == fingerprint(CONFIG)
+
+
+def test_the_list_of_settings_is_every_setting() -> None:
+    assert set(OTHER_VALUES) == set(CoreConfig.model_fields), "a new setting: add it above"
+
+
+def test_an_edit_of_the_core_or_the_metrics_changes_the_fingerprint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     base = fingerprint(CONFIG)
-    assert fingerprint(CoreConfig()) == base
-    assert fingerprint(CoreConfig(window_size=5)) != base
-    assert fingerprint(CoreConfig(grade_thresholds=GradeThresholds(A=0.9))) != base
-    assert fingerprint(CoreConfig(baseline_tier="T1")) != base
+    read = Path.read_bytes
+    for module in ("aggregation.py", "statistics.py", "aggregates.py"):
+        monkeypatch.setattr(
+            Path, "read_bytes", lambda p, m=module: read(p) + (b"#" if p.name == m else b"")
+        )
+        _source_digest.cache_clear()
+        try:
+            assert fingerprint(CONFIG) != base, module
+        finally:
+            monkeypatch.undo()
+            _source_digest.cache_clear()
+    assert fingerprint(CONFIG) == base
 
 
 def test_a_record_is_a_json_object_with_fields() -> None:

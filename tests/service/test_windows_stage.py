@@ -583,12 +583,51 @@ async def test_a_stored_aggregate_that_does_not_read_is_derived_again_not_quaran
     assert not again_sends.to(config.topics.dead_letter)
 
 
+async def test_a_stored_aggregate_is_trusted_only_in_a_sound_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stage, sends, table = stage_with()
+    config = stage.settings
+    tiers = ["T0", "T1", "T2", "T3"]
+    await stage.handle(forwarded(config, *(run(1, tier=t) for t in tiers)))
+    before = published(sends, config)
+    records = {t: json.loads(table[f"exp/{t}".encode()]) for t in tiers}
+    del records["T0"]["at"]  # no touch time: counts as touched now, the aggregate stands
+    records["T1"]["agg"] = json.dumps(json.loads(records["T1"]["agg"]), indent=1)  # not as sent
+    records["T2"]["agg"] = records["T2"]["agg"].replace('"grade":"', '"grade":"A","x":"', 1)
+    records["T3"]["v"] = 7  # a state of no version this code reads, its aggregate intact
+    for t, record in records.items():
+        table[f"exp/{t}".encode()] = json.dumps(record).encode()
+    derived: list[str] = []
+    aggregate = TierState.aggregate
+
+    def counted(state: TierState, config: Any) -> Any:
+        derived.append(state.tier)
+        return aggregate(state, config)
+
+    monkeypatch.setattr(TierState, "aggregate", counted)
+    again, again_sends = restarted(stage, table)
+    await again.on_recover({0, 1, 2, 3})
+    assert sorted(derived) == ["T1", "T2"]  # derived again, and published as before
+    republished = published(again_sends, config)
+    assert {k: republished[k] for k in (b"exp/T0", b"exp/T1", b"exp/T2")} == {
+        k: before[k] for k in (b"exp/T0", b"exp/T1", b"exp/T2")
+    }
+    [letter] = again_sends.to(config.topics.dead_letter)  # T3 quarantined, as before
+    assert letter["origin"]["key"] == "exp/T3"
+    assert again_sends.tombstones(config.topics.aggregates) == [b"exp/T3"]
+    assert await again.retire_idle(now_us()) == []  # T0 counts as touched at recovery
+
+
 def test_a_state_stored_with_its_aggregate_fits_the_broker_or_goes_alone() -> None:
     stage, _, _ = stage_with()
     state = TierState.empty("exp", "T1", stage.settings.window_size)
     limit = stage.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
     aggregate = b'"' + b"x" * (limit - len(state.to_json()) - 40) + b'"'
     assert stage.stored(state, aggregate) == state.to_json()
+    quotes = b'"' + b'\\"' * ((limit - len(state.to_json()) - 100) // 2) + b'"'
+    assert len(state.to_json()) + len(quotes) < limit  # fits before escaping, not after
+    assert stage.stored(state, quotes) == state.to_json()
     small = stage.stored(state, b"{}")
     assert len(small) > len(state.to_json())
     assert json.loads(small)["agg"] == "{}"

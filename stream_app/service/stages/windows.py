@@ -22,7 +22,13 @@ from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.stored_aggregate import fingerprint, stored_aggregate, with_aggregate
 from stream_app.core.suite_message import SuiteRun
-from stream_app.core.tier_state import TierState, fold_runs, suites_fed, touched_of
+from stream_app.core.tier_state import (
+    STATE_VERSION,
+    TierState,
+    fold_runs,
+    suites_fed,
+    touched_of,
+)
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
@@ -182,8 +188,10 @@ class WindowsStage(TableStage[TierState]):
         return record if len(record) <= limit else state_json
 
     def recovered(self, key: str, raw: bytes) -> Callable[[], Awaitable[None]] | None:
-        """A stored aggregate this worker's code and settings made is re-published as it is
-        (its state is checked when its tier's next run loads it); any other is re-derived."""
+        """A stored aggregate this worker's code and settings made is re-published as it is,
+        if it reads back to the same bytes, names its tier, and its state is of this version
+        (the rest of the state is checked when its tier's next run loads it); any other is
+        derived from its state again, which quarantines a state that does not load."""
         try:
             record: Any = json.loads(raw)
         except (ValueError, RecursionError):
@@ -196,7 +204,10 @@ class WindowsStage(TableStage[TierState]):
         touched = touched_of(record)
         if (
             aggregate is None
+            or aggregate.model_dump_json().encode() != value
             or tier_key(aggregate.experiment_id, aggregate.tier) != key
+            or record.get("v") != STATE_VERSION
+            or not isinstance(record.get("window"), list)
             or (touched is None and "at" in record)
         ):  # what the stored aggregate leans on is not sound: the whole state is loaded
             return super().recovered(key, raw)
