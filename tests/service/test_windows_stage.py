@@ -518,6 +518,19 @@ def published(sends: Sends, config: Settings) -> dict[bytes | None, bytes | None
     return {k: v for t, k, v, _ in sends.sent if t == config.topics.aggregates}
 
 
+def tiers_aggregated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tier of every state aggregated from now on, in order."""
+    derived: list[str] = []
+    aggregate = TierState.aggregate
+
+    def counted(state: TierState, config: Any) -> Any:
+        derived.append(state.tier)
+        return aggregate(state, config)
+
+    monkeypatch.setattr(TierState, "aggregate", counted)
+    return derived
+
+
 async def test_recovery_publishes_the_stored_aggregates_as_they_are(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -546,14 +559,7 @@ async def test_other_settings_derive_every_aggregate_again(monkeypatch: pytest.M
     await stage.handle(forwarded(config, run(1), run(2, tier="T2", passed=False)))
     stricter = {"grade_thresholds": {"A": 0.99, "B": 0.98, "C": 0.97, "D": 0.96}}
     again, again_sends = restarted(stage, table, **stricter)
-    derived: list[str] = []
-    aggregate = TierState.aggregate
-
-    def counted(state: TierState, config: Any) -> Any:
-        derived.append(state.tier)
-        return aggregate(state, config)
-
-    monkeypatch.setattr(TierState, "aggregate", counted)
+    derived = tiers_aggregated(monkeypatch)
     await again.on_recover({0, 1, 2, 3})
     assert sorted(derived) == ["T1", "T2"]
     expected = {
@@ -598,14 +604,7 @@ async def test_a_stored_aggregate_is_trusted_only_in_a_sound_record(
     records["T3"]["v"] = 7  # a state of no version this code reads, its aggregate intact
     for t, record in records.items():
         table[f"exp/{t}".encode()] = json.dumps(record).encode()
-    derived: list[str] = []
-    aggregate = TierState.aggregate
-
-    def counted(state: TierState, config: Any) -> Any:
-        derived.append(state.tier)
-        return aggregate(state, config)
-
-    monkeypatch.setattr(TierState, "aggregate", counted)
+    derived = tiers_aggregated(monkeypatch)
     again, again_sends = restarted(stage, table)
     await again.on_recover({0, 1, 2, 3})
     assert sorted(derived) == ["T1", "T2"]  # derived again, and published as before
