@@ -211,9 +211,7 @@ class WindowsStage(TableStage[TierState]):
             or (touched is None and "at" in record)
         ):  # what the stored aggregate leans on is not sound: the whole state is loaded
             return super().recovered(key, raw)
-        touched = touched or to_epoch_us(datetime.now(UTC))
-        self.idle.touch(aggregate.experiment_id, touched)
-        return lambda: self.outputs.aggregate(aggregate, value)
+        return self._back(aggregate, touched, value)
 
     def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
         """A recovered tier re-publishes its aggregate, and its experiment is tracked for
@@ -221,9 +219,16 @@ class WindowsStage(TableStage[TierState]):
         checked, aggregate = self.checked
         if checked is not state or aggregate is None:  # recovery: what `load` just checked
             aggregate = state.aggregate(self.settings)
-        touched = state.touched_us or to_epoch_us(datetime.now(UTC))
-        self.idle.touch(state.experiment_id, touched)
-        return lambda: self.outputs.aggregate(aggregate)
+        return self._back(aggregate, state.touched_us)
+
+    def _back(
+        self, aggregate: TierAggregate, touched_us: int | None, value: bytes | None = None
+    ) -> Callable[[], Awaitable[None]]:
+        """A recovered tier: its experiment tracked for retirement from when it was last
+        touched (from now, without a touch time), and the send of its aggregate (`value`: its
+        JSON as stored)."""
+        self.idle.touch(aggregate.experiment_id, touched_us or to_epoch_us(datetime.now(UTC)))
+        return lambda: self.outputs.aggregate(aggregate, value)
 
     async def _recover(self, owned: set[int], pause: Pauses) -> int:
         """Re-publish the owned keys and track their experiments afresh."""
