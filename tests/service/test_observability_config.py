@@ -37,7 +37,9 @@ def run(*args: str) -> str:
     return proc.stdout + proc.stderr
 
 
-def load_generator(path: str = "grafana/generate.py") -> Any:
+def load_generator() -> Any:
+    """grafana/generate.py, as a module."""
+    path = "grafana/generate.py"
     spec = importlib.util.spec_from_file_location(path.replace("/", "_")[:-3], REPO / path)
     assert spec is not None
     assert spec.loader is not None
