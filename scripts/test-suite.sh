@@ -12,15 +12,41 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/evalstream-test-suite.XXXXXX")
-background=()
-# What runs in the background does so in a process group of its own, stopped whole if this ends
-# early (a non-interactive shell's background jobs ignore Ctrl-C).
-stop_background() {
-    local pid
-    for pid in "${background[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+# Every step runs in a process group of its own: a signal to this script (Ctrl-C, or a SIGTERM to
+# its PID alone) stops those running at once, and waits while pytest tears down the brokers and
+# workers its fixtures started. A background job of a non-interactive shell ignores Ctrl-C, and a
+# shell runs its trap only once its foreground command has ended.
+lane=     # the second lane's process group (its leader's PID), while it runs
+current=  # that of the first lane's step, while it runs
+listed() {  # the groups running, for the watchdog
+    printf '%s\n' $lane $current >"$work/groups"
 }
-trap 'stop_background; rm -rf "$work"' EXIT
+stop_groups() {
+    local pid
+    for pid in $lane $current; do kill -TERM -- "-$pid" 2>/dev/null; done
+    for pid in $lane $current; do wait "$pid" 2>/dev/null; done
+}
+trap 'stop_groups; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
+# A SIGKILL runs no trap: a watchdog in a session of its own outlives this script, then stops the
+# groups listed as running and removes the work directory (after a normal end, it finds neither).
+setsid bash -c '
+    while kill -0 "$1" 2>/dev/null; do sleep 1; done
+    [[ -f $2/groups ]] || exit 0
+    while read -r pid; do [[ -n $pid ]] && kill -TERM -- "-$pid" 2>/dev/null; done <"$2/groups"
+    sleep 30  # the teardown of the runs stopped, which still write their reports there
+    rm -rf "$2"
+' bash "$$" "$work" </dev/null >/dev/null 2>&1 &
+step() {  # a step of the first lane, in the foreground: its status, as soon as a signal comes
+    setsid "$@" &
+    current=$!
+    listed
+    wait "$current"
+    local status=$?
+    current=
+    listed
+    return "$status"
+}
 
 touch "$work/unit.expected" "$work/simulation-2.expected"
 # Each step writes its exit status to a file: one that wrote none (stopped, killed) failed.
@@ -38,22 +64,23 @@ setsid bash -c '
     JUNIT_DIR=$1 scripts/test-pythons.sh run >"$1/others.log" 2>&1
     echo $? >"$1/others.status"
 ' bash "$work" &
-units_pid=$!
-background+=("$units_pid")
+lane=$!
+listed
 
-make --no-print-directory lint
+step make --no-print-directory lint
 lint=$?
 touch "$work/integration.expected"
-.venv/bin/pytest -m integration --durations=10 --junitxml "$work/integration.xml"
+step .venv/bin/pytest -m integration --durations=10 --junitxml "$work/integration.xml"
 integration=$?
 touch "$work/simulation-1.expected"
-.venv/bin/pytest -m simulation --durations=5 --ignore=tests/metrics \
+step .venv/bin/pytest -m simulation --durations=5 --ignore=tests/metrics \
     --junitxml "$work/simulation-1.xml"
 simulation=$?
 
 echo "== the unit and property tests and tests/metrics' simulations, beside them =="
-wait "$units_pid"
-background=()
+wait "$lane"
+lane=
+listed
 cat "$work/unit.log" "$work/simulation-2.log" "$work/prepare.log" \
     "$work/others.log" 2>/dev/null
 status_of() { cat "$work/$1.status" 2>/dev/null || echo 1; }
