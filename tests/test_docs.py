@@ -1,9 +1,10 @@
-"""The documentation holds together, checked without a network: README.md is a front door, every
-relative link of it and of docs/*.md reaches a file of the repository and an anchor of that page,
-every alert's runbook link has its section in docs/runbooks.md, every long page starts with
-its contents, every command a page shows is written as it runs from a checkout
-(`.venv/bin/stream-app` or a `make` target, never a bare `stream-app`), and no page points
-outside the repository (`../shared/`). External http(s) links are not fetched."""
+"""The documentation holds together, checked without a network: README.md is a front door and
+BENCHMARKS.md holds only the latest figures, every relative link of README.md and of docs/*.md
+reaches a file of the repository and an anchor of that page, every alert's runbook link has its
+section in docs/runbooks.md, every long page starts with its contents, every command a page shows
+is written as it runs from a checkout (`.venv/bin/stream-app` or a `make` target, never a bare
+`stream-app`), and no page points outside the repository (`../shared/`). External http(s) links
+are not fetched."""
 
 from __future__ import annotations
 
@@ -19,10 +20,15 @@ import yaml
 from tests.helpers import REPO
 
 README = REPO / "README.md"
+BENCHMARKS = REPO / "BENCHMARKS.md"
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 RULES = REPO / "prometheus" / "rules" / "evalstream.rules.yml"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
-README_MAX_LINES = 220
+README_MAX_LINES = 90
+README_SAYS_WHAT_BY_LINE = 30  # its "## What evalstream is" heading
+BENCHMARKS_MAX_LINES = 200  # the latest figures; earlier runs are in docs/benchmark-history.md
+# Files of the repository root the README's documentation table links, besides every docs/*.md.
+ROOT_PAGES = ["BENCHMARKS.md", "CHANGELOG.md"]
 CONTENTS_FROM_LINES = 200  # a page longer than this starts with its contents
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[`~]*[ \t]*$", re.M | re.S)
@@ -277,19 +283,37 @@ def test_readme_is_a_front_door() -> None:
     text = README.read_text(encoding="utf-8")
     lines = text.count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES})"
-    # It starts with the two commands that work on a fresh machine.
+    # It is evalstream's, and says early what evalstream is and for whom.
+    assert text.splitlines()[0] == "# evalstream", "README.md must start with '# evalstream'"
+    prose = _prose(text)
+    what = re.search(r"^## What evalstream is[ \t]*$", prose, re.M)
+    assert what is not None, "README.md has no '## What evalstream is'"
+    at = prose.count("\n", 0, what.start()) + 1
+    assert at <= README_SAYS_WHAT_BY_LINE, (
+        f"README.md says what evalstream is at line {at} (by line {README_SAYS_WHAT_BY_LINE})"
+    )
+    # Its first code block: the two commands that work on a fresh machine.
     first = FENCE.search(text)
     assert first is not None
-    assert text[: first.start()].strip() == "# evalstream"
     commands = [line.split("#")[0].strip() for line in first.group(0).splitlines()[1:-1]]
     assert commands == ["make demo", "make test"]
     # Its commands are `.venv/bin/stream-app …` (test_every_command_a_page_shows_runs_when_pasted);
     # it says once how to type the bare name instead.
     assert text.count(". .venv/bin/activate") == 1
-    # It leads into every page of docs/.
+    # It leads into every page of docs/, the benchmark's figures and the changelog.
     linked = {target.partition("#")[0] for _, target in links(text)}
-    for page in PAGES[1:]:
-        assert f"docs/{page.name}" in linked, f"README.md does not link docs/{page.name}"
+    for name in [f"docs/{page.name}" for page in PAGES[1:]] + ROOT_PAGES:
+        assert name in linked, f"README.md does not link {name}"
+
+
+def test_benchmarks_holds_the_latest_figures_only() -> None:
+    """BENCHMARKS.md is the latest run's figures and profile; earlier runs move to
+    docs/benchmark-history.md."""
+    lines = BENCHMARKS.read_text(encoding="utf-8").count("\n")
+    assert lines <= BENCHMARKS_MAX_LINES, (
+        f"BENCHMARKS.md has {lines} lines (at most {BENCHMARKS_MAX_LINES}): "
+        "move earlier runs to docs/benchmark-history.md"
+    )
 
 
 def stream_app_commands(capsys: pytest.CaptureFixture[str]) -> list[str]:
