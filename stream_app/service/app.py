@@ -66,8 +66,8 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
     ) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on the broker's ack.
         Faust's `Topic.send` adds bookkeeping per record that costs more than the send itself
-        (BENCHMARKS.md); every output goes this way instead. Faust still flushes the producer
-        before it commits an offset, so at-least-once is unchanged."""
+        (docs/benchmark-history.md); every output goes this way instead. Faust still flushes
+        the producer before it commits an offset, so at-least-once is unchanged."""
         result: Awaitable[Any] = await app.producer.send(
             topic, key, value, partition=partition, timestamp=None, headers=None
         )
