@@ -4,7 +4,8 @@ Starts the embedded broker (unless a broker is configured), one worker as a subp
 producer replaying the bundled real runs (or synthetic runs with an injected drop), and shows
 a live table built from the output topics until Ctrl-C or `--duration`. Everything it started is
 stopped by PID on the way out, whatever happens, and its temporary directory is removed (unless
-`--keep-workdir`).
+`--keep-workdir`). A demo killed outright (SIGKILL) cannot: its watchdog stops the broker and the
+worker, and the next demo removes the directory (`processes.orphans`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +41,7 @@ from stream_app.cli.options import (
 from stream_app.errors import UserError
 from stream_app.ports import free_port, port_open
 from stream_app.processes import stop_signals
+from stream_app.processes.orphans import Watchdog, claim, remove_orphaned_dirs
 from stream_app.processes.worker_process import WorkerExited, WorkerProcess, metric_total
 from stream_app.producer import produce
 from stream_app.service import topology
@@ -162,7 +165,13 @@ def _found(watcher: Watcher) -> tuple[str, int]:
 
 
 async def _run(
-    settings: Settings, options: DemoOptions, worker: WorkerProcess, note: str, workdir: Path
+    settings: Settings,
+    options: DemoOptions,
+    worker: WorkerProcess,
+    note: str,
+    workdir: Path,
+    *,
+    watchdog: Watchdog,
 ) -> None:
     metrics_url = f"http://{settings.web_bind}:{settings.web_port}/metrics"
     stop = asyncio.Event()
@@ -176,7 +185,7 @@ async def _run(
             f"broker {settings.broker_url} not reached within --duration {options.duration:g} s"
         ) from None
     await topology.create_topics(settings)
-    worker.start()
+    watchdog.watch(worker.start().process)
     print("waiting for the worker to join the group…", flush=True)
     await _wait_ready(worker)
 
@@ -227,7 +236,13 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
     stopping = stop_signals()
     # SIGINT already raises KeyboardInterrupt.
     with runner.handling(set(stopping) - {signal.SIGINT}, _interrupt):
-        workdir = Path(tempfile.mkdtemp(prefix="evalstream-demo-"))
+        tmp = Path(tempfile.gettempdir())
+        if removed := len(remove_orphaned_dirs(tmp, f"{WORKDIR_PREFIX}*")):
+            what = "directory" if removed == 1 else "directories"
+            print(f"removed {removed} {what} left by killed demos in {tmp}", flush=True)
+        workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        if not options.keep_workdir:  # kept means kept: even a killed demo's
+            claim(workdir)
         try:
             _run_in(settings, options, workdir, stopping)
         finally:
@@ -242,6 +257,9 @@ def run_demo(settings: Settings, options: DemoOptions) -> int:
     return exit_codes.OK
 
 
+WORKDIR_PREFIX = "evalstream-demo-"
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -254,6 +272,7 @@ def _run_in(
     broker: EmbeddedBroker | None = None
     worker: WorkerProcess | None = None
     loop: runner.CommandLoop | None = None
+    watchdog = Watchdog().start()  # first: it stops what follows if this process is killed
     try:
         if port_open(settings.web_bind, settings.web_port):
             busy = settings.web_port
@@ -266,7 +285,9 @@ def _run_in(
                 flush=True,
             )
         if not configured:
-            broker = EmbeddedBroker(binary=settings.tansu_bin, log_file=workdir / "broker.log")
+            broker = WatchedBroker(
+                watchdog, binary=settings.tansu_bin, log_file=workdir / "broker.log"
+            )
             settings = settings.model_copy(
                 update={"broker_url": broker.url, "partitions": 4, "broker_kind": "tansu"}
             )
@@ -283,7 +304,7 @@ def _run_in(
             env={"EVALSTREAM_BROKER_KIND": settings.broker_kind},
         )
         loop = runner.CommandLoop(stopping, cancel=True)
-        loop.run(_run(settings, options, worker, note, workdir))
+        loop.run(_run(settings, options, worker, note, workdir, watchdog=watchdog))
     except (asyncio.CancelledError, KeyboardInterrupt):
         print("\nstopping…", flush=True)  # Ctrl-C is how a demo ends: not an error
     finally:
@@ -291,10 +312,32 @@ def _run_in(
             if worker is not None:
                 worker.stop()
         finally:
-            if broker is not None:
-                broker.stop()
-            if loop is not None:
-                loop.close()
+            try:
+                if broker is not None:
+                    broker.stop()
+                if loop is not None:
+                    loop.close()
+            finally:
+                watchdog.stop()  # everything is stopped: it has nothing left to do
+
+
+class WatchedBroker(EmbeddedBroker):
+    """The embedded broker, handed to the watchdog as soon as its process exists (`start` then
+    waits for it to listen: a demo killed meanwhile must not leave it running)."""
+
+    def __init__(self, watchdog: Watchdog, **kwargs: Any) -> None:
+        self.watchdog = watchdog
+        super().__init__(**kwargs)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The broker's process; setting it (`EmbeddedBroker._start`) tells the watchdog."""
+        return self._process
+
+    @process.setter
+    def process(self, process: subprocess.Popen[bytes] | None) -> None:
+        self._process = process
+        self.watchdog.watch(process)
 
 
 class DemoCommand(Command):

@@ -1,6 +1,8 @@
 """`stream-app demo` removes its temporary directory (worker and broker logs, the worker's data)
 on every way out: the end of `--duration`, Ctrl-C, an error; `--keep-workdir` keeps it and says
-where it is. TMPDIR points into the test's own directory, so what is left there is the demo's."""
+where it is. A demo killed outright leaves nothing running, and the next demo removes the
+directory it left. TMPDIR points into the test's own directory, so what is left there is the
+demo's."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import from_a_terminal, kill_with_descendants
-from tests.integration.harness import require_tansu, wait_until
+from stream_app.processes.orphans import OWNER_FILE, remove_orphaned_dirs
+from tests.helpers import alive, children, from_a_terminal, kill_with_descendants
+from tests.integration.harness import Mismatch, require_tansu, wait_until
 
 
 class Demo:
@@ -48,15 +51,65 @@ class Demo:
         kill_with_descendants(self.process)
 
 
+def dead_pid() -> int:
+    """The PID of a process that has exited and been reaped."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
 def test_removed_after_duration(tmp_path: Path) -> None:
+    """...and the directories of killed demos (their owner gone) go first; a kept one stays."""
     require_tansu()
     demo = Demo(tmp_path, "--duration", "2", "--rate", "200")
+    killed, kept = demo.tmpdir / "evalstream-demo-killed", demo.tmpdir / "evalstream-demo-kept"
+    for directory in (killed, kept):
+        (directory / "worker-data").mkdir(parents=True)
+    (killed / OWNER_FILE).write_text(f"{dead_pid()} 1\n")
     try:
         assert demo.process.wait(120) == 0, demo.text()
     finally:
         demo.kill()
     assert "final state:" in demo.text()
-    assert demo.left() == [], demo.text()
+    assert "removed 1 directory left by killed demos" in demo.text()
+    assert demo.left() == [kept.name], demo.text()
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_a_killed_demo_leaves_nothing_running(tmp_path: Path) -> None:
+    """SIGKILL gives the demo no chance to stop what it started: its watchdog does, within a
+    bound (the children's own clean-up, then SIGKILL), and the directory it could not remove is
+    an orphan the next demo removes."""
+    require_tansu()
+    demo = Demo(tmp_path, "--duration", "600", "--rate", "200")
+    started: set[int] = set()
+    try:
+        demo.wait_for("evalstream demo —")  # the worker is ready: the table is shown
+        started = children(demo.process.pid)
+        lines = [command_line(pid) for pid in started]
+        assert any("tansu" in line for line in lines), lines
+        assert any("stream_app worker" in line for line in lines), lines
+        demo.process.kill()
+        demo.process.wait(10)
+
+        def ended() -> bool | Mismatch:
+            running = [command_line(pid) or str(pid) for pid in started if alive(pid)]
+            return not running or Mismatch(f"still running: {running}")
+
+        wait_until(ended, timeout=60, what="the demo's processes to end")
+    finally:
+        demo.kill()
+        for pid in started:  # without a watchdog they outlive the test
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    [workdir] = demo.tmpdir.iterdir()
+    assert remove_orphaned_dirs(demo.tmpdir, "evalstream-demo-*") == [workdir]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
