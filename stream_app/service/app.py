@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -81,6 +81,9 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
         return ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
 
     stages = build_stages(settings, send, exporter, table_of)
+    for stateful in stages.stateful:
+        table = faust_tables[stateful.table_name]
+        exporter.table_keys.watch(stateful.table_name, keys_in(table), stateful.cache.__len__)
     validate, windows = stages.validate, stages.windows
     input_topics = {topics.input, topics.runs_by_tier}
     windows.lagging = lambda: exporter.consumer_lag.behind(input_topics, settings.batch_max_events)
@@ -124,6 +127,11 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
 
     QueryApi(app, answers, ready, CrossTierStage.table_name).install()
     return app
+
+
+def keys_in(table: Any) -> Callable[[], int]:
+    """The number of keys a Faust table's store holds, counted when asked."""
+    return lambda: len(table.data)
 
 
 def install_timers(

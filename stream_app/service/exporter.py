@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Final, NamedTuple, get_args
 
@@ -70,6 +70,33 @@ class ConsumerLag(Collector):
         for (topic, partition), lag in self.lags.items():
             family.add_metric([topic, str(partition)], lag)
         yield family
+
+
+class TableKeys(Collector):
+    """The keys each table holds in this worker's memory, and the decoded states its stage
+    caches, counted at each scrape: what retirement must empty (a retired key left is seen)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, tuple[Callable[[], int], Callable[[], int]]] = {}
+
+    def watch(self, table: str, keys: Callable[[], int], cached: Callable[[], int]) -> None:
+        """Count `table`'s keys with `keys`, its stage's cached states with `cached`."""
+        self.tables[table] = (keys, cached)
+
+    def collect(self) -> Iterator[Metric]:
+        """The two families, a sample per table."""
+        held = GaugeMetricFamily(
+            "evalstream_table_keys", "Keys a table holds on this worker", labels=["table"]
+        )
+        cached = GaugeMetricFamily(
+            "evalstream_table_cached_keys",
+            "Decoded states of a table's keys its stage caches",
+            labels=["table"],
+        )
+        for table, (keys, states) in self.tables.items():
+            held.add_metric([table], keys())
+            cached.add_metric([table], states())
+        yield from (held, cached)
 
 
 SUITE_FAMILIES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (  # name, help, labels
@@ -237,6 +264,8 @@ class Exporter:
         self.registry.register(self.consumer_lag)
         self.suites = SuiteCollector()
         self.registry.register(self.suites)
+        self.table_keys = TableKeys()
+        self.registry.register(self.table_keys)
         self.build_info = gauge("evalstream_build_info", "evalstream's version", ["version"])
         self.build_info.labels(version=version).set(1)
         for reason in REJECT_REASONS:
