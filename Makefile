@@ -6,6 +6,9 @@ STAMP  := $(VENV)/.installed
 DATA   ?= stream_app/data/scylla-runs.jsonl
 # The supported CPythons: pyproject.toml's classifiers, the one list.
 PYTHONS := $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
+# The modules whose code branches on the Python version, type-checked for each supported one
+# (tests/test_supported_pythons.py keeps the list whole).
+VERSIONED := stream_app/service/faust_transport.py stream_app/code_quality/code_bleu/python_grammar.py
 
 .DEFAULT_GOAL := help
 .PHONY: help install demo observe replay test test-fast test-pythons tools bench simulate lint format schemas clean
@@ -34,19 +37,18 @@ observe: $(STAMP) ## Prometheus + Alertmanager on loopback against the local wor
 replay: $(STAMP) ## replay DATA=file.jsonl (default: the bundled real runs)
 	$(BIN)/stream-app replay $(DATA)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict (the package for each supported Python, tests and bench), JSON Schemas, dashboards and alert tests current
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict (the tree once, the version-sensitive modules for each supported Python), JSON Schemas, dashboards and alert tests current
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@for v in $(PYTHONS); do echo "mypy --python-version $$v"; \
-		$(BIN)/mypy --python-version $$v stream_app schemas grafana/generate.py prometheus/generate_tests.py || exit 1; done
-	@echo "mypy tests bench (bench's scripts as modules of the repository: --explicit-package-bases)"
-	$(BIN)/mypy --explicit-package-bases tests bench
+	$(BIN)/mypy --explicit-package-bases stream_app schemas tests bench grafana/generate.py prometheus/generate_tests.py
+	@for v in $(PYTHONS); do echo "mypy --python-version $$v $(VERSIONED)"; \
+		$(BIN)/mypy --python-version $$v --follow-imports=silent $(VERSIONED) || exit 1; done
 	$(BIN)/python -m schemas.export --check
 	$(BIN)/python grafana/generate.py --check
 	$(BIN)/python prometheus/generate_tests.py --check
 
-test: $(STAMP) tools ## the whole suite: lint beside every test on .venv's Python and the unit and property tests on the other supported ones
-	scripts/test-suite.sh
+test: $(STAMP) tools ## the whole suite: lint, every test on .venv's Python (simulations at their quick size), the `pythons` tests on the other supported ones; TEST_ARGS=--record writes its figures into docs/development.md
+	$(BIN)/python scripts/test-suite.py $(TEST_ARGS)
 
 tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into .tools/ (tests skip without them)
 	-@scripts/install-kafka.sh
@@ -54,9 +56,9 @@ tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into
 	-@scripts/install-sandbox.sh
 
 test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest -m "not integration" -n 2
 
-test-pythons: $(STAMP) ## unit and property tests on every other supported CPython found (python3.X or pyenv), each in .venv-3.X
+test-pythons: $(STAMP) ## the unit and property tests (all of them) on every other supported CPython found (python3.X or pyenv), each in .venv-3.X
 	scripts/test-pythons.sh
 
 bench: $(STAMP) ## the benchmark on Apache Kafka (minutes; BENCH_ARGS="--broker tansu" for Tansu; writes BENCHMARKS.md)
@@ -64,7 +66,8 @@ bench: $(STAMP) ## the benchmark on Apache Kafka (minutes; BENCH_ARGS="--broker 
 	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
-simulate: $(STAMP) ## seeded simulations of the drop page and the intervals (docs/statistics.md; SIMULATE_ARGS=--quick)
+simulate: $(STAMP) ## the seeded simulations at full size, then the drop page's and the intervals' (docs/statistics-measured.md; SIMULATE_ARGS=--quick)
+	EVALSTREAM_SIMULATIONS=full $(BIN)/pytest -m simulation -p no:cacheprovider -n 2 --durations=10
 	$(BIN)/python bench/detection.py $(SIMULATE_ARGS)
 
 format: $(STAMP) ## apply ruff's fixes and formatting
@@ -75,4 +78,4 @@ schemas: $(STAMP) ## regenerate schemas/json from the pydantic models
 	$(BIN)/python -m schemas.export
 
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) $(addprefix .venv-,$(PYTHONS)) .tools .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(addprefix .venv-,$(PYTHONS)) .tools .test-reports .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

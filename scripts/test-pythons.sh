@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The unit and property tests (not the seeded simulations) on every supported CPython other than
-# .venv's own (the supported ones are pyproject.toml's "Programming Language :: Python :: 3.X"
-# classifiers), each in its own .venv-3.X with the dev and embedded extras. An interpreter is
-# python3.X on PATH, else pyenv's newest final 3.X release; either must really be 3.X. One that
-# is missing is one line and skipped; under CI=true it fails the run.
+# The unit and property tests on every supported CPython other than .venv's own (the supported
+# ones are pyproject.toml's "Programming Language :: Python :: 3.X" classifiers), each in its own
+# .venv-3.X with the dev and embedded extras. An interpreter is python3.X on PATH, else pyenv's
+# newest final 3.X release; either must really be 3.X. One that is missing is one line and
+# skipped; under CI=true it fails the run.
 #
 #   scripts/test-pythons.sh             prepare the virtualenvs, then run the tests
 #   scripts/test-pythons.sh prepare     only find the interpreters and make the virtualenvs
 #   scripts/test-pythons.sh run         only run the tests (after prepare)
 #   scripts/test-pythons.sh find 3.X    print the interpreter found for 3.X (status 1: none)
-# With JUNIT_DIR set, each run writes its JUnit report there (python-3.X.xml), after a marker
-# (python-3.X.expected) that says a report is due.
+# TEST_PYTHONS_MARK selects the tests (default: every one but the integration tests; `make test`
+# gives `pythons`, those whose behaviour depends on the version). With JUNIT_DIR set, each run
+# writes its JUnit report there (python-3.X.xml), after a marker (python-3.X.expected) that says
+# a report is due.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
+mark=${TEST_PYTHONS_MARK:-not integration}
 [[ $step =~ ^(all|prepare|run|find)$ ]] || { echo "usage: $0 [prepare|run|find 3.X]" >&2; exit 2; }
 
 find_python() {  # the newest interpreter of version $1 that runs and is that version
@@ -96,11 +99,8 @@ for version in $supported; do
             touch "$JUNIT_DIR/python-$version.expected"
             report=(--junitxml "$JUNIT_DIR/python-$version.xml")
         fi
-        echo "== the unit and property tests on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())') ($venv) =="
-        # The seeded simulations run once, on .venv's Python: seeded random and float
-        # arithmetic give the same figures on every supported CPython, and they are a third of
-        # the unit tests' time.
-        "$venv/bin/pytest" -m "not integration and not simulation" -q -p no:cacheprovider "${report[@]}" || status=1
+        echo "== tests ($mark) on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())') ($venv) =="
+        "$venv/bin/pytest" -m "$mark" -q -p no:cacheprovider "${report[@]}" || status=1
     fi
 done
 exit $status

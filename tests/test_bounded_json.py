@@ -14,6 +14,8 @@ from stream_app.bounded_json import MAX_DEPTH, TooDeep, nesting_depth
 from stream_app.producer import experiment_key
 from stream_app.scylla.run_event import MalformedRun, read_json
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 
 def nested(depth: int, inner: str = "1") -> str:
     return "[" * depth + inner + "]" * depth

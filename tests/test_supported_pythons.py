@@ -27,6 +27,19 @@ def classified() -> list[str]:
     ]
 
 
+def makefile_variable(name: str) -> list[str]:
+    done = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "Makefile", "-f", "-", "print-variable"],
+        input=f"print-variable:\n\t@echo $({name})\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
+    return done.stdout.split()
+
+
 def test_the_classifiers_name_3_11_to_3_13_and_requires_python_admits_exactly_them() -> None:
     assert classified() == ["3.11", "3.12", "3.13"]
     low, high = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", PYPROJECT["requires-python"]).groups()  # type: ignore[union-attr]
@@ -35,16 +48,7 @@ def test_the_classifiers_name_3_11_to_3_13_and_requires_python_admits_exactly_th
 
 
 def test_the_makefile_reads_the_same_list() -> None:
-    done = subprocess.run(
-        ["make", "-s", "--no-print-directory", "-f", "Makefile", "-f", "-", "print-pythons"],
-        input="print-pythons:\n\t@echo $(PYTHONS)\n",
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-        timeout=30,
-    )
-    assert done.stdout.split() == classified()
+    assert makefile_variable("PYTHONS") == classified()
 
 
 def checkout_with(tmp_path: Path, versions: list[str]) -> Path:
@@ -139,3 +143,17 @@ def test_find_takes_pyenvs_newest_final_release_of_the_right_version(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(versions / f"{version}.1" / "bin" / f"python{version}")
+
+
+def test_every_module_that_branches_on_the_version_is_type_checked_for_each() -> None:
+    """`make lint` type-checks the tree once (for 3.11) and the Makefile's VERSIONED modules for
+    every supported Python: a module that reads `sys.version_info` must be among them, or its
+    other branches are never checked."""
+    branching = sorted(
+        str(path.relative_to(REPO))
+        for package in ("stream_app", "schemas")
+        for path in (REPO / package).rglob("*.py")
+        if "sys.version_info" in path.read_text(encoding="utf-8")
+    )
+    assert branching, "no module branches on the version: the check would prove nothing"
+    assert sorted(makefile_variable("VERSIONED")) == branching

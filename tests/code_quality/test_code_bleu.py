@@ -26,6 +26,8 @@ from stream_app.code_quality.code_bleu import (
 from stream_app.code_quality.code_bleu.ngram_matcher import bleu
 from tests.helpers import DATA_DIR
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 PAIRS = json.loads((DATA_DIR / "codebleu_pairs.json").read_text())
 SNIPPETS = sorted({p["reference"] for p in PAIRS} | {p["candidate"] for p in PAIRS})
 

@@ -21,6 +21,8 @@ from stream_app.code_quality.code_bleu import calculate_code_bleu
 from stream_app.code_quality.code_bleu.ngram_matcher import PYTHON_KEYWORDS, tokenize_code
 from tests.helpers import DATA_DIR
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 PAIRS = json.loads((DATA_DIR / "codebleu_pairs.json").read_text())
 ORACLE = """
 import json, sys

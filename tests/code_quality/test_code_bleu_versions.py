@@ -17,6 +17,8 @@ from stream_app.code_quality.code_bleu import calculate_code_bleu, tokenize_code
 from stream_app.code_quality.code_bleu.python_grammar import parse_module
 from tests.helpers import DATA_DIR
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 EXPECTED = DATA_DIR / "codebleu-expected.json"
 BASE = 'def greet(name, n):\n    return f"hello {name}, you are {n + 1} years old"\n'
 SOURCES = {

@@ -21,6 +21,8 @@ import pytest
 from stream_app.synthetic import Drop, synthetic_lines
 from tests.helpers import CORPUS_DIR, REPO
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 EXPECTED_DIR = Path(__file__).resolve().parent.parent / "data" / "replay-expected"
 BUNDLED = REPO / "stream_app" / "data" / "scylla-runs.jsonl"
 CORPUS_CONFIG = "max_message_bytes: 65536\n"  # what the corpus is written for (its README)

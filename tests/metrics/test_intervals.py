@@ -17,6 +17,7 @@ from stream_app.metrics.intervals import (
     wilson_interval,
     z_of,
 )
+from tests.simulation_size import trials
 
 
 def test_wilson_interval_matches_the_textbook() -> None:
@@ -61,13 +62,14 @@ def test_each_end_is_where_the_evidence_reaches_its_bound(
 
 @pytest.mark.simulation
 def test_a_mean_sequence_covers_at_every_run() -> None:
-    """At pass rates from 5 % to 95 %: 400 tiers of 500 runs each, the 95 % sequence read after
-    every run; the share of tiers it ever missed is at most 5 % (the promise), even with a
-    Monte Carlo margin (the binomial sd of 400 tiers at 5 % is 1.1 %)."""
+    """At pass rates from 5 % to 95 %: 400 tiers of 500 runs each (100 in `make test`), the 95 %
+    sequence read after every run; the share of tiers it ever missed is at most 5 % (the
+    promise), even with a Monte Carlo margin (the binomial sd of 400 tiers at 5 % is 1.1 %)."""
     rnd = random.Random(11)
+    tiers = trials(quick=100, full=400)
     for p in (0.05, 0.2, 0.5, 0.8, 0.95):
         missed = 0
-        for _ in range(400):
+        for _ in range(tiers):
             passes = 0
             for n in range(1, 501):
                 passes += rnd.random() < p
@@ -76,18 +78,19 @@ def test_a_mean_sequence_covers_at_every_run() -> None:
                     if not low <= p <= high:
                         missed += 1
                         break
-        assert missed / 400 <= 0.05, (p, missed)
+        assert missed / tiers <= 0.05, (p, missed)
 
 
 @pytest.mark.simulation
 def test_a_difference_sequence_covers_at_every_run_however_runs_interleave() -> None:
     """Two tiers whose runs arrive in bursts of random length (neither alternates): the 95 %
     interval of the difference, read after every fifth run, ever missed in at most 5 % of 400
-    simulated experiments at each pair of pass rates."""
+    simulated experiments (100 in `make test`) at each pair of pass rates."""
     rnd = random.Random(12)
+    experiments = trials(quick=100, full=400)
     for pa, pb in ((0.5, 0.5), (0.9, 0.6), (0.1, 0.3), (0.95, 0.05)):
         missed = 0
-        for _ in range(400):
+        for _ in range(experiments):
             sums, counts = [0, 0], [0, 0]
             arm = 0
             for step in range(800):
@@ -101,7 +104,7 @@ def test_a_difference_sequence_covers_at_every_run_however_runs_interleave() -> 
                 if not low <= pa - pb <= high:
                     missed += 1
                     break
-        assert missed / 400 <= 0.05, (pa, pb, missed)
+        assert missed / experiments <= 0.05, (pa, pb, missed)
 
 
 def test_a_twenty_point_difference_at_400_runs_is_seen() -> None:

@@ -15,6 +15,8 @@ from stream_app.service.app import create_app
 from stream_app.service.faust_transport import Consumer
 from stream_app.service.settings import load_settings
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 
 def consumer() -> Consumer:
     """The consumer of a worker's app, made in the running loop and never started."""

@@ -18,6 +18,8 @@ from stream_app.service.faust_producer import Producer, TrackingProducer
 from stream_app.service.faust_transport import Consumer, ConsumerThread, Transport
 from stream_app.service.settings import Settings, load_settings
 
+pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
+
 # what Faust had when the glue was written: (class, method) -> signature
 FAUST_METHODS: dict[tuple[type, str], str] = {
     (driver.AIOKafkaConsumerThread, "_create_worker_consumer"): "(self, transport: 'Transport')",
