@@ -128,6 +128,30 @@ def diagnose(worker: Worker) -> None:
     for (name, labels), value in sorted(samples.items()):
         if name.startswith(WATCHED) and not name.endswith("_created"):
             print(f"{worker.name}: {name}{dict(labels)} = {value}")
+    before = worker.log_path.stat().st_size if worker.log_path.exists() else 0
     os.kill(worker.process.pid, signal.SIGUSR1)  # mode's worker logs every task's stack
-    time.sleep(2)
-    print(f"{worker.name} log: {worker.log_path}")
+    dumped = wait_for_dump(worker, before)
+    print(f"{worker.name} log: {worker.log_path}" + ("" if dumped else " (no stack dump came)"))
+
+
+def wait_for_dump(worker: Worker, before: int, timeout: float = 5.0, settle: float = 3.0) -> bool:
+    """Whether the stack dump SIGUSR1 asked for came into the log (after `before` bytes), waited
+    for until it ends. mode writes it in one go from the event loop, with no end mark: it has
+    ended once the log stops growing for a moment, or `settle` s after it began (the worker's
+    other threads may keep logging). Bounded: a worker whose loop is stuck, or one not yet
+    running Faust, writes none."""
+    deadline = time.monotonic() + timeout
+    size, began = before, False
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        grown = worker.log_path.stat().st_size
+        if not began and grown > before:
+            with worker.log_path.open("rb") as log:
+                log.seek(before)
+                began = b"THREAD " in log.read()
+            if began:
+                deadline = time.monotonic() + settle
+        elif began and grown == size:
+            return True
+        size = grown
+    return began

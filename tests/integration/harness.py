@@ -16,6 +16,9 @@ from typing import Any, Literal, TypeVar
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.conn import create_conn
+from aiokafka.protocol.admin import DescribeGroupsRequest
+from aiokafka.protocol.group import HeartbeatRequest
 
 from stream_app.brokers import BrokerError
 from stream_app.brokers.kafka import ApacheKafka, find_kafka
@@ -90,9 +93,46 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}: {last!r}")
 
 
+async def _group_members(broker: Broker, group: str) -> list[str]:
+    conn = await create_conn(broker.host, broker.port)
+    try:
+        # Tansu drops a member whose session ran out only when a request of its group comes in
+        # (DescribeGroups is not one): a heartbeat of no member, refused (UNKNOWN_MEMBER_ID) once
+        # the expired members are gone. Apache Kafka expires them itself; the heartbeat is moot.
+        await conn.send(HeartbeatRequest(group, -1, ""))
+        response = await conn.send(DescribeGroupsRequest([group]))
+    finally:
+        conn.close()
+    return [
+        member["member_id"]
+        for described in response.to_object()["groups"]
+        for member in described["members"]
+    ]
+
+
+def group_members(broker: Broker, group: str) -> list[str]:
+    """The member ids of consumer group `group` as the broker itself has them now: asked at its
+    own port, past any proxy in front of it, after its coordinator has dropped every member
+    whose session ran out."""
+    return asyncio.run(_group_members(broker, group))
+
+
+def wait_until_group_empty(broker: Broker, settings: Settings, what: str, slack: float) -> None:
+    """Wait until the broker's coordinator has no member left in the workers' group (its id is
+    the app id): a worker that stopped heartbeating is dropped `session_timeout_s` after its
+    last heartbeat; `slack` more seconds at most."""
+
+    def empty() -> bool | Mismatch:
+        members = group_members(broker, settings.app_id)
+        return Mismatch(f"members {members}") if members else True
+
+    wait_until(empty, settings.session_timeout_s + slack, interval=0.5, what=what)
+
+
 def wait_out_dead_member(broker: Broker, settings: Settings) -> None:
     """Let the group forget a worker that died without leaving it (SIGKILL, exit 70), as a
-    supervisor's back-off would, before its replacement starts: on Tansu only.
+    supervisor's back-off would, before its replacement starts: on Tansu only. It is forgotten
+    once the broker has no member left in the group: the dead one was its only member.
 
     Tansu keeps such a member until its session times out, and a replacement that joins before
     then first shares the partitions with it. Apache Kafka's coordinator holds the replacement's
@@ -100,7 +140,7 @@ def wait_out_dead_member(broker: Broker, settings: Settings) -> None:
     assignment without a wait here.
     """
     if isinstance(broker, EmbeddedBroker):
-        time.sleep(settings.session_timeout_s + 3)
+        wait_until_group_empty(broker, settings, "the group to forget the dead worker", 10)
 
 
 def settings_for(broker: Broker, **overrides: Any) -> Settings:

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,16 @@ from stream_app.observe.stack import ObserveStack
 from stream_app.observe.tools import find_tools
 from stream_app.ports import free_port
 from stream_app.producer import produce
+from stream_app.service.settings import Settings
 from stream_app.synthetic import Drop, synthetic_lines
 from tests.helpers import prometheus_tool
-from tests.integration.harness import Broker, Worker, settings_for, wait_until
+from tests.integration.harness import (
+    Broker,
+    Worker,
+    outputs_equal_replay,
+    settings_for,
+    wait_until,
+)
 
 RUNS_PER_TIER = 150  # 75 runs before the drop (the detectors watch from the 51st), 75 after
 # (the default collapse pages within ~10-20 of them)
@@ -40,6 +48,98 @@ def query(base: str, expr: str) -> list[Any]:
     assert answer["status"] == "success", answer
     result: list[Any] = answer["data"]["result"]
     return result
+
+
+def api(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def seconds(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339).timestamp()
+
+
+def scraped_after(prometheus: str, moment: float) -> float | None:
+    """When the worker's latest scrape began, if after `moment`."""
+    targets = api(f"{prometheus}/api/v1/targets?state=active")["data"]["activeTargets"]
+    [began] = [seconds(t["lastScrape"]) for t in targets if t["labels"]["job"] == "evalstream"]
+    return began if began > moment else None
+
+
+def evaluated_after(prometheus: str, moment: float) -> bool:
+    groups = api(f"{prometheus}/api/v1/rules")["data"]["groups"]
+    return bool(groups) and all(seconds(g["lastEvaluation"]) > moment for g in groups)
+
+
+def alertmanager_holds_what_fires(stack: ObserveStack) -> bool:
+    """Alertmanager has every alert firing in Prometheus (with its labels; its own copy also
+    has the external ones), held back or not."""
+    firing = [
+        a["labels"]
+        for a in api(f"{stack.prometheus_url}/api/v1/alerts")["data"]["alerts"]
+        if a["state"] == "firing"
+    ]
+    held = [a["labels"] for a in api(f"{stack.alertmanager_url}/api/v2/alerts")]
+    return all(any(labels.items() <= h.items() for h in held) for labels in firing)
+
+
+SENTINEL = "AlertChainSentinel"
+
+
+def post_sentinel(alertmanager: str) -> None:
+    """An alert of its own group that no inhibit rule holds back, posted to Alertmanager."""
+    alert = {
+        "labels": {"alertname": SENTINEL, "severity": "info"},
+        "startsAt": datetime.now(UTC).isoformat(),
+    }
+    request = urllib.request.Request(
+        f"{alertmanager}/api/v2/alerts",
+        data=json.dumps([alert]).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+def wait_until_everything_sent(stack: ObserveStack, settings: Settings, lines: list[bytes]) -> None:
+    """Wait, step by step, until whatever the chain would send of these runs has been sent. The
+    worker has processed every run (its gauges are set as it publishes); Prometheus has stored
+    a scrape begun after that (a scrape starts only once the one before is stored) and
+    evaluated every rule on it (the alerts read raw series: one evaluation); Alertmanager holds
+    every alert that fires. Then a sentinel goes through Alertmanager to the receiver. A group
+    of alerts Alertmanager already holds goes out before it: a new group one group_wait after
+    its first alert came, an alert added to a group sent already at the group's next
+    group_interval, and both are 1 s, the sentinel's group_wait (the test's config). An alert
+    it holds back is never sent."""
+    wait_until(lambda: outputs_equal_replay(settings, lines), 90, what="every run processed")
+    done = time.time()
+    prometheus = stack.prometheus_url
+    wait_until(
+        lambda: query(prometheus, f"sum(evalstream:tier_window_full) == {TIERS}"),
+        60,
+        what="every tier's window full",
+    )
+    scraped = wait_until(lambda: scraped_after(prometheus, done), 30, what="a scrape")
+    stored = wait_until(lambda: scraped_after(prometheus, scraped), 30, what="the next scrape")
+    wait_until(
+        lambda: evaluated_after(prometheus, stored),
+        30,
+        what="every rule group evaluated on the final samples",
+    )
+    wait_until(
+        lambda: alertmanager_holds_what_fires(stack), 30, what="Alertmanager holding every alert"
+    )
+    post_sentinel(stack.alertmanager_url)
+    wait_until(
+        lambda: any(
+            a["labels"].get("alertname") == SENTINEL
+            for note in stack.receiver.notifications()
+            for a in note.get("alerts", [])
+        ),
+        30,
+        what="the sentinel at the webhook",
+    )
 
 
 def pages(notifications: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,14 +201,9 @@ def test_the_drop_pages_through_alertmanager_and_nothing_else_does(
         paged_after_s = time.monotonic() - began - drop_begins_s
         producing.join(timeout=120)
         assert not producing.is_alive()
-        # Everything produced is processed and evaluated: give the rules and Alertmanager time
-        # to send anything else they would.
-        wait_until(
-            lambda: query(stack.prometheus_url, f"sum(evalstream:tier_window_full) == {TIERS}"),
-            60,
-            what="every tier's window full",
-        )
-        time.sleep(5)
+        # Nothing else pages, nor is the warning sent: absence, asserted once whatever would be
+        # sent has been (a sentinel after it is at the webhook).
+        wait_until_everything_sent(stack, settings_for(broker), lines)
 
         alerts = paged()
         assert {

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from stream_app.ports import free_port, port_open
@@ -95,7 +94,10 @@ def test_worker_started_before_the_broker_waits_then_works(
         line = next(x for x in worker.log().splitlines() if "unreachable" in x)
         assert f"broker 127.0.0.1:{port} unreachable" in line
         assert "retrying in" in line
-        time.sleep(1)
+        # It keeps retrying while the broker stays away: a second attempt fails too.
+        wait_until(
+            lambda: worker.log().count("unreachable") >= 2, timeout=30, what="a second retry line"
+        )
         broker.start()
         worker.wait_ready(timeout=90)
         assert "Traceback" not in worker.log()

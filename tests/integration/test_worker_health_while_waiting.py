@@ -81,10 +81,16 @@ def test_healthz_carries_on_into_the_running_worker(tmp_path: Path, workers: lis
         wait_until(lambda: worker.get("/healthz")[0] == 200, timeout=10, what="/healthz")
         prober.start()
         assert worker.get("/readyz")[0] == 503
-        time.sleep(1)
+        # Answers while it waits for the broker, then answers from the running worker.
+        wait_until(lambda: len(answers) >= 20, timeout=10, what="answers while waiting")
         broker.start()
         worker.wait_ready(timeout=90)
-        time.sleep(0.5)
+        ready_at = time.monotonic()
+        wait_until(
+            lambda: sum(at > ready_at for at, _ in answers) >= 20,
+            timeout=10,
+            what="answers after ready",
+        )
     finally:
         done.set()
         if prober.is_alive():
