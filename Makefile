@@ -37,7 +37,7 @@ observe: $(STAMP) ## Prometheus + Alertmanager on loopback against the local wor
 replay: $(STAMP) ## replay DATA=file.jsonl (default: the bundled real runs)
 	$(BIN)/stream-app replay $(DATA)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy --strict (the tree once, the version-sensitive modules for each supported Python), JSON Schemas, dashboards and alert tests current
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, generated files current
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --explicit-package-bases stream_app schemas tests bench grafana/generate.py prometheus/generate_tests.py
@@ -47,7 +47,7 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict (the tree once, the v
 	$(BIN)/python grafana/generate.py --check
 	$(BIN)/python prometheus/generate_tests.py --check
 
-test: $(STAMP) tools ## the whole suite: lint, every test on .venv's Python (simulations at their quick size), the `pythons` tests on the other supported ones; TEST_ARGS=--record writes its figures into docs/development.md
+test: $(STAMP) tools ## the whole suite (docs/development.md; TEST_ARGS=--record writes its figures there)
 	$(BIN)/python scripts/test-suite.py $(TEST_ARGS)
 
 tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into .tools/ (tests skip without them)
@@ -55,7 +55,7 @@ tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into
 	-@scripts/install-prometheus.sh
 	-@scripts/install-sandbox.sh
 
-test-fast: $(STAMP) ## unit and property tests only (no broker, no subprocess workers)
+test-fast: $(STAMP) ## every test but the integration tests (no broker, no worker)
 	$(BIN)/pytest -m "not integration" -n 2
 
 test-pythons: $(STAMP) ## the unit and property tests (all of them) on every other supported CPython found (python3.X or pyenv), each in .venv-3.X

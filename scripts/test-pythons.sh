@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The unit and property tests on every supported CPython other than .venv's own (the supported
+# Tests on every supported CPython other than .venv's own (the supported
 # ones are pyproject.toml's "Programming Language :: Python :: 3.X" classifiers), each in its own
 # .venv-3.X with the dev and embedded extras. An interpreter is python3.X on PATH, else pyenv's
 # newest final 3.X release; either must really be 3.X. One that is missing is one line and

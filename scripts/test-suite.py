@@ -1,16 +1,7 @@
-"""`make test`: three runs side by side on a 2-core machine, then a line a run and one over all.
-
-- Every test on `.venv`'s Python (the seeded simulations at their quick size), over pytest-xdist's
-  workers, handed out one at a time, the integration tests first (tests/conftest.py): they mostly
-  wait on brokers and workers, so three workers keep two cores busy. Printed as it runs.
-- `make lint`, and the other supported CPythons' virtualenvs made, then their tests marked
-  `pythons` (scripts/test-pythons.sh). Their logs follow.
-
-Each run is a process group of its own: Ctrl-C or a SIGTERM stops them all and waits while
-pytest tears its brokers and workers down; a SIGKILL leaves a watchdog that does the same
-(`stream_app.processes.orphans`). `--record` writes the figures of a green run into
-docs/development.md. Logs and JUnit reports: `.test-reports/`.
-"""
+"""`make test`: every test on .venv's Python over pytest-xdist's workers, `make lint`, and the
+tests marked `pythons` on the other supported CPythons, side by side; then a line a run and one
+over all. `--record` writes a green run's figures into docs/development.md. What runs where, and
+why: docs/development.md, "How `make test` runs"."""
 
 from __future__ import annotations
 
@@ -23,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +29,13 @@ TEARDOWN_S = 60.0  # pytest's teardown of the brokers and workers of a stopped r
 
 
 def start(
-    command: list[str], log: str | None, watchdog: Watchdog, **env: str
-) -> subprocess.Popen[bytes]:
+    command: list[str],
+    log: str | None,
+    watchdog: Watchdog,
+    runs: list[tuple[subprocess.Popen[bytes], str | None]],
+    **env: str,
+) -> None:
+    """Start `command` in a session of its own, add it to `runs`, then to the watchdog's."""
     out = (REPORTS / log).open("wb") if log else None
     process = subprocess.Popen(
         command,
@@ -48,8 +45,8 @@ def start(
         env=os.environ | env,
         start_new_session=True,  # its own group: stopped whole, never by the terminal alone
     )
+    runs.append((process, log))
     watchdog.watch(process)
-    return process
 
 
 def counts(report: Path) -> tuple[int, int, int]:
@@ -66,13 +63,23 @@ def counts(report: Path) -> tuple[int, int, int]:
     return total["tests"] - failed - total["skipped"], failed, total["skipped"]
 
 
+def supported() -> list[str]:
+    """pyproject.toml's classifiers' versions, as 'python-3.X'."""
+    prefix = "Programming Language :: Python :: 3."
+    with (REPO / "pyproject.toml").open("rb") as f:
+        classifiers = tomllib.load(f)["project"]["classifiers"]
+    return [f"python-3.{c.removeprefix(prefix)}" for c in classifiers
+            if c.startswith(prefix) and c.removeprefix(prefix).isdigit()]  # fmt: skip
+
+
 def summary(lint: int, seconds: float) -> list[str]:
     own = f"python-{sys.version_info.major}.{sys.version_info.minor}"
     lines = [f"lint: {'clean' if lint == 0 else 'FAILED'}"]
     totals = [0, 0, 0]
-    # .venv's report, then each other version's that was due (its marker written before its run).
-    due = [own] + [m.stem for m in sorted(REPORTS.glob("*.expected"))]
-    for name in due:
+    for name in [own] + [v for v in supported() if v != own]:
+        if name != own and not (REPORTS / f"{name}.expected").exists():
+            lines.append(f"{name}: not run (pythons.log says why)")
+            continue
         found = counts(REPORTS / f"{name}.xml")
         what = "every test" if name == own else "the tests marked pythons"
         lines.append(f"{what} on {name}: {found[0]} passed, {found[1]} failed, {found[2]} skipped")
@@ -84,12 +91,10 @@ def summary(lint: int, seconds: float) -> list[str]:
 
 def record(lines: list[str]) -> None:
     """The figures between docs/development.md's markers: written by what measured them."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines_of = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
     cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
+        (line.split(":", 1)[1].strip() for line in lines_of if line.startswith("model name")),
         platform.machine(),
     )
     commit = subprocess.run(
@@ -124,22 +129,26 @@ def main() -> int:
     own = REPORTS / f"python-{sys.version_info.major}.{sys.version_info.minor}.xml"
     signal.signal(signal.SIGTERM, interrupt)
     watchdog = Watchdog(grace_s=TEARDOWN_S).start()
+    bin_dir = Path(sys.executable).parent  # the virtualenv `make` runs this with
     runs: list[tuple[subprocess.Popen[bytes], str | None]] = []
     try:
         for command, log, env in (
-            ([".venv/bin/pytest", "-n", args.workers, "--maxschedchunk", "1", "-p",
+            ([str(bin_dir / "pytest"), "-n", args.workers, "--maxschedchunk", "1", "-p",
               "no:cacheprovider", "--durations=15", "--junitxml", str(own)], None, {}),
             (["make", "--no-print-directory", "lint"], "lint.log", {}),
             (["scripts/test-pythons.sh"], "pythons.log",
              {"JUNIT_DIR": str(REPORTS), "TEST_PYTHONS_MARK": "pythons"}),
         ):  # fmt: skip
-            runs.append((start(command, log, watchdog, **env), log))
+            start(command, log, watchdog, runs, **env)
         statuses = []
         for process, log in runs:  # the tests were printed as they ran; the others' logs follow
             statuses.append(process.wait())
+            watchdog.unwatch(process)  # reaped: its group id may be reused
             if log:
                 print((REPORTS / log).read_text(errors="replace"), end="", flush=True)
     except KeyboardInterrupt:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the teardown
+            signal.signal(signum, signal.SIG_IGN)
         for process, _ in runs:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -150,7 +159,8 @@ def main() -> int:
                 os.killpg(process.pid, signal.SIGKILL)
         return 130
     finally:
-        watchdog.stop()
+        if all(process.poll() is not None for process, _ in runs):
+            watchdog.stop()  # else it outlives this process and stops what runs
     lines = summary(statuses[1], time.monotonic() - begun)
     print("\n" + "\n".join(lines))
     green = all(status == 0 for status in statuses)

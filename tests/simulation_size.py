@@ -1,7 +1,7 @@
-"""How many seeded trials a simulation runs. `make test` runs every simulation at its quick size:
-a regression guard of each statistical claim, in seconds. `make simulate` sets
-EVALSTREAM_SIMULATIONS=full and runs them at the size whose figures docs/statistics-measured.md
-states. Both sizes are seeded, so each gives the same verdict on every run."""
+"""How many seeded trials a costly simulation runs. `make test` runs it at its quick size: the
+same claim on fewer trials, a regression guard in seconds. `make simulate` sets
+EVALSTREAM_SIMULATIONS=full, the size its docstring states. Both sizes are seeded, so each gives
+the same verdict on every run. (The cheap simulations have one size.)"""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from stream_app.brokers import BrokerError, LoopbackBroker
@@ -49,11 +50,15 @@ class EmbeddedBroker(LoopbackBroker):
         binary: Path | None = None,
         log_file: Path | None = None,
         advertised_port: int | None = None,
+        on_start: Callable[[subprocess.Popen[bytes]], object] | None = None,
     ) -> None:
+        """`on_start` is told of the process as soon as it exists, before it listens: a
+        supervisor of the caller's (the demo's watchdog) must know it from the start."""
         self.port = port or free_port(self.host)
         self.advertised_port = advertised_port or self.port
         self.binary = find_tansu(binary)
         self.log_file = log_file
+        self.on_start = on_start
         self.process: subprocess.Popen[bytes] | None = None
 
     def _start(self, timeout: float) -> None:
@@ -80,6 +85,8 @@ class EmbeddedBroker(LoopbackBroker):
         finally:
             if self.log_file and output is not subprocess.DEVNULL:
                 output.close()  # type: ignore[union-attr]
+        if self.on_start is not None:
+            self.on_start(self.process)
         deadline = time.monotonic() + timeout
         while not port_open(self.host, self.port):
             if self.process.poll() is not None:

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -285,8 +284,8 @@ def _run_in(
                 flush=True,
             )
         if not configured:
-            broker = WatchedBroker(
-                watchdog, binary=settings.tansu_bin, log_file=workdir / "broker.log"
+            broker = EmbeddedBroker(
+                binary=settings.tansu_bin, log_file=workdir / "broker.log", on_start=watchdog.watch
             )
             settings = settings.model_copy(
                 update={"broker_url": broker.url, "partitions": 4, "broker_kind": "tansu"}
@@ -319,25 +318,6 @@ def _run_in(
                     loop.close()
             finally:
                 watchdog.stop()  # everything is stopped: it has nothing left to do
-
-
-class WatchedBroker(EmbeddedBroker):
-    """The embedded broker, handed to the watchdog as soon as its process exists (`start` then
-    waits for it to listen: a demo killed meanwhile must not leave it running)."""
-
-    def __init__(self, watchdog: Watchdog, **kwargs: Any) -> None:
-        self.watchdog = watchdog
-        super().__init__(**kwargs)
-
-    @property
-    def process(self) -> subprocess.Popen[bytes] | None:
-        """The broker's process; setting it (`EmbeddedBroker._start`) tells the watchdog."""
-        return self._process
-
-    @process.setter
-    def process(self, process: subprocess.Popen[bytes] | None) -> None:
-        self._process = process
-        self.watchdog.watch(process)
 
 
 class DemoCommand(Command):

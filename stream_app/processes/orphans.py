@@ -72,6 +72,10 @@ class Watchdog(Stoppable):
         if process is not None:
             self._say(f"watch {process.pid}")
 
+    def unwatch(self, process: subprocess.Popen[bytes]) -> None:
+        """Forget `process`'s group once it has been reaped: its id may go to another group."""
+        self._say(f"unwatch {process.pid}")
+
     def stop(self, timeout: float = 5.0) -> None:
         """Dismiss the watchdog (everything it watched is stopped) and wait for it to exit."""
         pipe, self._pipe = self._pipe, None
@@ -89,8 +93,8 @@ class Watchdog(Stoppable):
 
 
 def watch_groups(lines: Iterable[bytes], grace_s: float) -> None:
-    """The watchdog's work: read `watch PID` and `done` lines until the pipe ends; ended
-    without `done` (the command died), stop the groups it was told of."""
+    """The watchdog's work: read `watch PID`, `unwatch PID` and `done` lines until the pipe
+    ends; ended without `done` (the command died), stop the groups still watched."""
     groups: set[int] = set()
     for line in lines:
         verb, _, pid = line.decode(errors="replace").strip().partition(" ")
@@ -98,19 +102,32 @@ def watch_groups(lines: Iterable[bytes], grace_s: float) -> None:
             return
         if verb == "watch" and pid.isdigit():
             groups.add(int(pid))
+        elif verb == "unwatch" and pid.isdigit():  # reaped: its group id may be reused
+            groups.discard(int(pid))
     end_groups(groups, grace_s)
 
 
 def end_groups(groups: set[int], grace_s: float) -> None:
-    """SIGTERM to each group (its leader's own clean-up runs), a wait of up to `grace_s` for the
-    leaders to exit, then SIGKILL to each group: whatever the leaders left in it goes too."""
+    """SIGTERM to each group (its processes' own clean-up runs), a wait of up to `grace_s`
+    while any process of them is left, then SIGKILL to each group: whatever is left goes."""
     for pgid in groups:
         _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while any(running(pid) for pid in groups) and time.monotonic() < deadline:
+    while any(_group_left(pgid) for pgid in groups) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)
+
+
+def _group_left(pgid: int) -> bool:
+    """Whether any process of group `pgid` is left (its leader, or what it started there)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:

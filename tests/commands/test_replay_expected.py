@@ -1,6 +1,6 @@
 """`stream-app replay` prints the same bytes on every supported Python: its output for three
-streams is committed under tests/data/replay-expected/, and the unit suite, which CI runs on each
-supported CPython, compares byte for byte. The streams: the bundled real runs, the bad-input
+streams is committed under tests/data/replay-expected/, and this test, marked `pythons` so that
+`make test` runs it on each supported CPython, compares byte for byte. The streams: the bundled real runs, the bad-input
 corpus (rejections and all), and a seeded synthetic stream long enough for the drop detectors and
 the intervals to move (a drop injected in one tier).
 

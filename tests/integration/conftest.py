@@ -16,6 +16,7 @@ import pytest
 from pluggy import Result
 
 from stream_app.brokers.kafka import ApacheKafka
+from stream_app.ports import free_port
 from stream_app.service.settings import TopicNames
 from tests.integration.harness import TEST_BROKER, Broker, Worker, make_broker
 
@@ -57,6 +58,14 @@ def shared_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKaf
     assert isinstance(broker, ApacheKafka)
     with broker:
         yield broker
+
+
+@pytest.fixture(autouse=True)
+def own_web_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process a test starts without naming its web port (a demo, a bare `stream-app worker`)
+    serves `/metrics` on one of the test's own: tests run side by side (pytest-xdist), and two
+    demos would both take the default 6066 in the seconds between checking it and binding it."""
+    monkeypatch.setenv("EVALSTREAM_WEB_PORT", str(free_port()))
 
 
 NAMESPACES = itertools.count(1)

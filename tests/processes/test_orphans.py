@@ -41,6 +41,9 @@ print(child.pid, child.stdout.readline().decode().strip(), flush=True)
 if sys.argv[1:] == ["done"]:
     watchdog.stop()
     sys.exit(0)
+if sys.argv[1:] == ["unwatch"]:  # as if reaped: its group id is no longer its
+    watchdog.unwatch(child)
+    print("unwatched", flush=True)
 time.sleep(600)
 """
 
@@ -87,6 +90,19 @@ def test_a_dismissed_watchdog_stops_nothing(started: list[int]) -> None:
     command, pids = run_command("done")
     started += pids
     assert command.wait(10) == 0
+    time.sleep(GRACE_S + 0.5)  # what a watchdog wrongly stopping them would have taken
+    assert all(running(pid) for pid in pids)
+
+
+def test_an_unwatched_group_is_left_alone(started: list[int]) -> None:
+    """A group the command reaped and unwatched may belong to someone else by the time the
+    command dies: the watchdog must not signal it."""
+    command, pids = run_command("unwatch")
+    started += pids
+    assert command.stdout is not None
+    assert command.stdout.readline().strip() == b"unwatched"
+    command.kill()
+    command.wait()
     time.sleep(GRACE_S + 0.5)  # what a watchdog wrongly stopping them would have taken
     assert all(running(pid) for pid in pids)
 
