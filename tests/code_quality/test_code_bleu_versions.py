@@ -2,8 +2,8 @@
 whatever the interpreter. Its tokens, whether the code parses, and the scores of the bundled pairs
 and of code whose reading changed in 3.12 (PEP 701 f-strings, `type` statements, generics, code
 that only tokenizes) are committed in tests/data/codebleu-expected.json; this test, marked
-`pythons` so that `make test` runs it on each supported CPython, compares. Rewrite it after a deliberate change with
-`.venv/bin/python -m tests.code_quality.test_code_bleu_versions --write`."""
+`pythons` so that `make test` runs it on each supported CPython, compares. Rewrite it after a
+deliberate change with `.venv/bin/python -m tests.code_quality.test_code_bleu_versions --write`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """`stream-app replay` prints the same bytes on every supported Python: its output for three
 streams is committed under tests/data/replay-expected/, and this test, marked `pythons` so that
-`make test` runs it on each supported CPython, compares byte for byte. The streams: the bundled real runs, the bad-input
-corpus (rejections and all), and a seeded synthetic stream long enough for the drop detectors and
-the intervals to move (a drop injected in one tier).
+`make test` runs it on each supported CPython, compares byte for byte. The streams: the bundled
+real runs, the bad-input corpus (rejections and all), and a seeded synthetic stream long enough
+for the drop detectors and the intervals to move (a drop injected in one tier).
 
 After a deliberate change of the output, rewrite the files with
 `.venv/bin/python -m tests.commands.test_replay_expected --write` and review the diff."""
