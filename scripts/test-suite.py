@@ -121,7 +121,7 @@ def interrupt(signum: int, _frame: object) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--record", action="store_true", help="write a green run's figures")
-    parser.add_argument("--workers", default="4", help="pytest-xdist workers (default 4)")
+    parser.add_argument("--workers", default="3", help="pytest-xdist workers (default 3)")
     args = parser.parse_args()
     begun = time.monotonic()
     shutil.rmtree(REPORTS, ignore_errors=True)

@@ -68,15 +68,6 @@ def own_web_port(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALSTREAM_WEB_PORT", str(free_port()))
 
 
-@pytest.fixture(autouse=True)
-def short_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shortest session Apache Kafka accepts by default (`group.min.session.timeout.ms`,
-    6 s), a heartbeat every 2 s: a worker SIGKILLed in a test is dropped from its group 4 s
-    sooner than with the production default (10 s), and what the test proves is the same."""
-    monkeypatch.setenv("EVALSTREAM_SESSION_TIMEOUT_S", "6")
-    monkeypatch.setenv("EVALSTREAM_HEARTBEAT_INTERVAL_S", "2")
-
-
 NAMESPACES = itertools.count(1)
 
 
