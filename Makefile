@@ -21,8 +21,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,embedded]'
+	@# --no-compile: half of pip's time is byte-compiling every module installed; Python
+	@# compiles those it imports, once, on first use.
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,embedded]'
 	@touch $@
 
 install: $(STAMP) ## create .venv and install evalstream with its dev and embedded extras

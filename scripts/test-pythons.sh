@@ -84,8 +84,7 @@ for version in $supported; do
             echo "Python $version: making $venv with $python"
             # --clear: a venv whose interpreter went away (a pyenv upgrade) is made anew.
             "$python" -m venv --clear "$venv" &&
-                "$venv/bin/python" -m pip install --quiet --upgrade pip &&
-                "$venv/bin/python" -m pip install --quiet -e '.[dev,embedded]' &&
+                "$venv/bin/python" -m pip install --quiet --no-compile -e '.[dev,embedded]' &&
                 touch "$venv/.installed" || { echo "Python $version: could not make $venv"; status=1; continue; }
         fi
     fi

@@ -20,6 +20,7 @@ from stream_app.core.drop_detector import (
     Reference,
 )
 from stream_app.core.totals import UNIT, units
+from tests.simulation_size import trials
 
 DESIGN = CoreConfig().drop_design
 
@@ -136,11 +137,11 @@ def test_a_lasting_fall_pages_once(before: float, after: float, stays: bool) -> 
     """A fall that lasts, even one smaller than drop_smallest_fall, is one incident: it pages at
     most once in 20,000 runs, never clearing at its lower level only to page again (a clear
     starts afresh: the lower level is then the reference). A fall of the smallest fall or more
-    stays dropped: recovery needs the runs back within half of it."""
+    stays dropped: recovery needs the runs back within half of it. (5,000 runs in `make test`.)"""
     for tier in range(4):
         rnd = random.Random(f"lasting {before} {after} {tier}")
         state, early = feed(DropState(), runs(rnd, 1200, before))
-        state, pages = feed(state, runs(rnd, 20_000, after))
+        state, pages = feed(state, runs(rnd, trials(quick=5_000, full=20_000), after))
         assert early == []
         assert len(pages) <= 1, pages
         if stays:
@@ -152,15 +153,17 @@ def test_a_lasting_fall_pages_once(before: float, after: float, stays: bool) -> 
 def test_false_pages_stay_within_the_stated_budget() -> None:
     """The guarantee itself, with a budget small enough to measure: a tier whose runs are as good
     as its reference pages falsely at most once per `false_page_runs` runs on average. Here
-    400,000 Bernoulli(0.5) runs with the reference learned from them, 1,000 runs a page allowed:
-    at most 400 pages (the bound), and at least some (the test can see a page at all)."""
+    400,000 Bernoulli(0.5) runs (100,000 in `make test`) with the reference learned from them,
+    1,000 runs a page allowed: at most 400 pages (the bound), and at least some (the test can
+    see a page at all)."""
     design = dataclasses.replace(DESIGN, false_page_runs=1_000, warmup_runs=10)
     rnd = random.Random(5)
     state, total = DropState(), 0
-    for _ in range(400_000):
+    count = trials(quick=100_000, full=400_000)
+    for _ in range(count):
         state, page = state.observe(float(rnd.random() < 0.5), rnd.random(), design)
         total += page is not None
-    assert 0 < total <= 400_000 / design.false_page_runs
+    assert 0 < total <= count / design.false_page_runs
 
 
 def test_a_reference_at_zero_cannot_fall() -> None:
