@@ -6,6 +6,7 @@ why: docs/development.md, "How `make test` runs"."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -114,6 +115,11 @@ def record(lines: list[str]) -> None:
     DEVELOPMENT.write_text(FIGURES.sub(lambda m: m[1] + body + m[2], text), encoding="utf-8")
 
 
+def signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+        os.killpg(process.pid, signum)
+
+
 def interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -151,12 +157,12 @@ def main() -> int:
             signal.signal(signum, signal.SIG_IGN)
         for process, _ in runs:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+                signal_group(process, signal.SIGTERM)
         for process, _ in runs:
             try:
                 process.wait(TEARDOWN_S)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                signal_group(process, signal.SIGKILL)
         return 130
     finally:
         if all(process.poll() is not None for process, _ in runs):
