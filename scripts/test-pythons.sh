@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Tests on every supported CPython other than .venv's own (the supported
-# ones are pyproject.toml's "Programming Language :: Python :: 3.X" classifiers), each in its own
-# .venv-3.X with the dev and embedded extras. An interpreter is python3.X on PATH, else pyenv's
-# newest final 3.X release; either must really be 3.X. One that is missing is one line and
-# skipped; under CI=true it fails the run.
+# Tests on every supported CPython other than .venv's own (the supported ones are pyproject.toml's
+# "Programming Language :: Python :: 3.X" classifiers), each in its own .venv-3.X with the dev and
+# embedded extras. An interpreter is python3.X on PATH, else pyenv's newest final 3.X release;
+# either must really be 3.X. One that is missing is one line and skipped; under CI=true it fails
+# the run.
 #
 #   scripts/test-pythons.sh             prepare the virtualenvs, then run the tests
 #   scripts/test-pythons.sh prepare     only find the interpreters and make the virtualenvs
