@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import time
+import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -127,6 +128,18 @@ def wait_until_group_empty(broker: Broker, settings: Settings, what: str, slack:
         return Mismatch(f"members {members}") if members else True
 
     wait_until(empty, settings.session_timeout_s + slack, interval=0.5, what=what)
+
+
+def post_alerts(alertmanager: str, alerts: list[dict[str, Any]]) -> None:
+    """Post `alerts` to Alertmanager's API, as Prometheus would."""
+    request = urllib.request.Request(
+        alertmanager + "/api/v2/alerts",
+        data=json.dumps(alerts).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
 
 
 def wait_out_dead_member(broker: Broker, settings: Settings) -> None:

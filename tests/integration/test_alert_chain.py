@@ -30,6 +30,7 @@ from tests.integration.harness import (
     Broker,
     Worker,
     outputs_equal_replay,
+    post_alerts,
     settings_for,
     wait_until,
 )
@@ -88,18 +89,8 @@ SENTINEL = "AlertChainSentinel"
 
 def post_sentinel(alertmanager: str) -> None:
     """An alert of its own group that no inhibit rule holds back, posted to Alertmanager."""
-    alert = {
-        "labels": {"alertname": SENTINEL, "severity": "info"},
-        "startsAt": datetime.now(UTC).isoformat(),
-    }
-    request = urllib.request.Request(
-        f"{alertmanager}/api/v2/alerts",
-        data=json.dumps([alert]).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
+    labels = {"alertname": SENTINEL, "severity": "info"}
+    post_alerts(alertmanager, [{"labels": labels, "startsAt": datetime.now(UTC).isoformat()}])
 
 
 def wait_until_everything_sent(stack: ObserveStack, settings: Settings, lines: list[bytes]) -> None:

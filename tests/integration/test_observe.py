@@ -32,7 +32,7 @@ import yaml
 from stream_app.ports import free_port
 from stream_app.processes import stop_process
 from tests.helpers import REPO, alive, children, from_a_terminal, prometheus_tool
-from tests.integration.harness import Broker, Worker, wait_until
+from tests.integration.harness import Broker, Worker, post_alerts, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -253,17 +253,6 @@ def test_observe_scrapes_the_worker_with_the_rules_and_serves_the_uis(
     assert run.signal(signal.SIGINT) == 0, run.errors()
     wait_until(lambda: not run.leftovers(), 5, what="no process or file left")
     assert run.errors() == ""
-
-
-def post_alerts(alertmanager: str, alerts: list[dict[str, Any]]) -> None:
-    request = urllib.request.Request(
-        alertmanager + "/api/v2/alerts",
-        data=json.dumps(alerts).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
 
 
 def sentinel(run: ObserveRun, name: str) -> None:
