@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import faust
-from faust.types import StreamT
+from faust.types import TP, StreamT
 
 from stream_app import __version__
 from stream_app.core.window import to_epoch_us
@@ -200,8 +200,13 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
 
     async def recovered() -> None:
         generation = stage.generation  # that of the assignment read on the next line
+        actives = app.assignor.assigned_actives()
+        owned = partitions_of(actives, topic)
+        unread = owned - partitions_of(actives, stage.changelog)  # states that were not read
+        if unread:
+            stop_fatally("recovery", UnassignedChangelog(stage.changelog, unread))
         try:
-            count = await stage.on_recover(owned_partitions(app, topic), generation)
+            count = await stage.on_recover(owned, generation)
             await stage.outputs.confirm()
         except Revoked:  # not recovered: the recovery after the rebalance will be
             log.info("%s: recovery cut short by a revocation", stage.table_name)
@@ -218,6 +223,19 @@ def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Heal
     return recovered
 
 
-def owned_partitions(app: faust.App, topic: str) -> set[int]:
-    """The partitions of `topic` assigned to this worker as active (not standby)."""
-    return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+class UnassignedChangelog(Exception):
+    """Partitions of a stage's source were assigned without those of its table's changelog, so
+    their states were not read back: Faust's assignor leaves out a topic missing from the
+    leader's metadata (`topology.create_topics`). The worker stops rather than go on from
+    empty states; it creates missing changelogs before it starts again."""
+
+    def __init__(self, changelog: str, partitions: set[int]) -> None:
+        super().__init__(
+            f"partitions {sorted(partitions)} of {changelog} were not assigned with their "
+            "source's: their states were not recovered"
+        )
+
+
+def partitions_of(assigned: Iterable[TP], topic: str) -> set[int]:
+    """The partitions of `topic` among `assigned` (the worker's active ones: not standby)."""
+    return {tp.partition for tp in assigned if tp.topic == topic}

@@ -324,9 +324,10 @@ async def ensure_topics(
     settings: Settings, names: Iterable[str], compacted: Collection[str] = ()
 ) -> list[str]:
     """Create missing topics with `partitions` and `replication_factor`, those in `compacted`
-    compacted (`topology.create_topics` names the worker's); return those created. Topics that
-    exist are left as they are. ACLs that forbid it are a BrokerRefused. Faust creates its
-    tables' changelogs, compacted, itself."""
+    compacted (`topology.create_topics` names the worker's); return those created, once the
+    broker lists each with a leader for every partition (a consumer that asks sooner would not
+    see them). Topics that exist are left as they are. ACLs that forbid it are a
+    BrokerRefused."""
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
@@ -350,11 +351,40 @@ async def ensure_topics(
                 error = _errors_by_code().get(code)
                 if error is not None and issubclass(error, DENIED):
                     raise denied(settings, error(topic))
+        await until_listed(settings, admin, missing)
         return missing
     except DENIED as exc:
         raise denied(settings, exc) from None
     finally:
         await admin.close()
+
+
+async def until_listed(
+    settings: Settings, admin: Any, topics: Collection[str], timeout_s: float = 30.0
+) -> None:
+    """Wait until the broker lists each of `topics`, just created, with a leader for every
+    partition (through an `AIOKafkaAdminClient`; asked by name: they exist). BrokerRefused when
+    ACLs hide one from this client, BrokerUnreachable after `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        listed = set()
+        for found in await admin.describe_topics(sorted(topics)):
+            error = _errors_by_code().get(found["error_code"])
+            if error is not None and issubclass(error, DENIED):
+                raise denied(settings, error(found["topic"]))
+            led = [p["leader"] >= 0 for p in found["partitions"]]
+            if found["error_code"] == 0 and led and all(led):
+                listed.add(found["topic"])
+        waiting = set(topics) - listed
+        if not waiting:
+            return
+        if loop.time() >= deadline:
+            raise BrokerUnreachable(
+                f"the broker created {', '.join(sorted(waiting))} but lists no leader for "
+                f"every partition after {timeout_s:g} s"
+            )
+        await asyncio.sleep(0.1)
 
 
 def _errors_by_code() -> dict[int, type[KafkaError]]:

@@ -110,9 +110,18 @@ def latest_value_topics(settings: Settings) -> set[str]:
 
 
 async def create_topics(settings: Settings) -> list[str]:
-    """Create the worker's topics that are missing, the latest-value ones compacted; return
-    those created."""
-    return await ensure_topics(settings, all_topics(settings), latest_value_topics(settings))
+    """Create the worker's topics that are missing, its tables' changelogs among them, the
+    latest-value ones and the changelogs compacted; return those created.
+
+    The changelogs too, before Faust starts: Faust would create one as its table starts, and its
+    consumer may then see the first group metadata without it. Faust's assignor ignores a topic
+    missing there ("Ignoring missing topic"), and the consumer refreshes its metadata only every
+    five minutes: until then no worker is assigned that changelog, so a worker that takes over a
+    partition starts its table there empty."""
+    changelogs = changelog_topics(settings)
+    return await ensure_topics(
+        settings, [*all_topics(settings), *changelogs], latest_value_topics(settings) | changelogs
+    )
 
 
 def changelog_topic(settings: Settings, stage: StatefulStage) -> str:
@@ -120,11 +129,14 @@ def changelog_topic(settings: Settings, stage: StatefulStage) -> str:
     return f"{settings.app_id}-{stage.table_name}-changelog"
 
 
+def changelog_topics(settings: Settings) -> set[str]:
+    """The changelogs of every table of the worker."""
+    return {changelog_topic(settings, stage) for stage in STATEFUL}
+
+
 def source_topics(settings: Settings) -> list[str]:
     """The topics the worker reads: its hops' sources and its tables' changelogs."""
-    return [topic(settings, h.source) for h in HOPS] + [
-        changelog_topic(settings, stage) for stage in STATEFUL
-    ]
+    return [topic(settings, h.source) for h in HOPS] + sorted(changelog_topics(settings))
 
 
 class Stages(NamedTuple):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stream_app.service.app import create_app
+from faust.types import TP
+
+from stream_app.service.app import UnassignedChangelog, create_app, partitions_of
 from stream_app.service.settings import TopicNames, load_settings
 from stream_app.service.topology import (
     HOPS,
@@ -49,3 +51,15 @@ def test_the_chain_reads_what_the_topology_says() -> None:
     chain = Chain(SETTINGS)
     wired = [(topic, type(stage).name) for topic, stage in chain._sources()]
     assert wired == [(getattr(SETTINGS.topics, hop.source), hop.stage.name) for hop in HOPS]
+
+
+def test_a_source_partition_assigned_without_its_changelog_stops_the_worker() -> None:
+    """Faust's assignor leaves out a changelog missing from the leader's metadata: the recovery
+    hook must see it, not start the partition's table empty (app.recovery_of)."""
+    source, changelog = SETTINGS.topics.runs_by_tier, "topo-tier-windows-changelog"
+    assigned = {TP(source, 0), TP(source, 2), TP(changelog, 0), TP("other", 2)}
+    assert partitions_of(assigned, source) == {0, 2}
+    assert partitions_of(assigned, source) - partitions_of(assigned, changelog) == {2}
+    assert "partitions [2] of topo-tier-windows-changelog" in str(
+        UnassignedChangelog(changelog, {2})
+    )

@@ -1,0 +1,47 @@
+"""The worker creates every topic it reads before Faust starts, its tables' changelogs among
+them, and waits until the broker lists them: a group's first assignment then holds every
+partition. A changelog left for Faust to create as its table starts was often missing from the
+consumer's first metadata; Faust's assignor ignored it, aiokafka refreshes that metadata only
+every five minutes, and a worker that took over a partition meanwhile started its table empty
+(`topology.create_topics`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.settings import Settings
+from stream_app.service.topology import changelog_topics, create_topics, source_topics
+from tests.integration.harness import PARTITIONS, Broker, settings_for
+from tests.integration.test_compaction import cleanup_policies
+
+
+async def first_assignment(settings: Settings) -> set[TopicPartition]:
+    """What a consumer group's only member is assigned at once after `create_topics`."""
+    consumer = AIOKafkaConsumer(
+        *source_topics(settings), group_id=f"{settings.app_id}-probe", **client_kwargs(settings)
+    )
+    await consumer.start()
+    try:
+        async with asyncio.timeout(60):
+            while not consumer.assignment():
+                await asyncio.sleep(0.05)
+        return set(consumer.assignment())
+    finally:
+        await consumer.stop()
+
+
+def test_the_first_assignment_after_start_up_holds_every_changelog(broker: Broker) -> None:
+    settings = settings_for(broker)
+    created = asyncio.run(create_topics(settings))
+    changelogs = changelog_topics(settings)
+    assert changelogs <= set(created)
+    assigned = asyncio.run(first_assignment(settings))
+    assert assigned == {
+        TopicPartition(topic, p) for topic in source_topics(settings) for p in range(PARTITIONS)
+    }
+    policies = asyncio.run(cleanup_policies(settings, sorted(changelogs)))
+    assert policies == dict.fromkeys(changelogs, "compact")
+    assert asyncio.run(create_topics(settings)) == []  # a second start creates nothing
