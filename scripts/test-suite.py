@@ -1,7 +1,7 @@
-"""`make test`: .venv's integration tests, its other tests, `make lint`, and the tests marked
-`pythons` on the other supported CPythons, side by side; then a line a run and one over all.
-`--record` writes a green run's figures into docs/development.md. What runs where, and why:
-docs/development.md, "How `make test` runs"."""
+"""`make test`: every test on .venv's Python over pytest-xdist's workers, `make lint`, and the
+tests marked `pythons` on the other supported CPythons, side by side; then a line a run and one
+over all. `--record` writes a green run's figures into docs/development.md. What runs where, and
+why: docs/development.md, "How `make test` runs"."""
 
 from __future__ import annotations
 
@@ -77,21 +77,16 @@ def summary(lint: int, seconds: float) -> list[str]:
     own = f"python-{sys.version_info.major}.{sys.version_info.minor}"
     lines = [f"lint: {'clean' if lint == 0 else 'FAILED'}"]
     totals = [0, 0, 0]
-    reports = [(f"{own}-integration", f"the integration tests on {own}"),
-               (own, f"the other tests on {own}")]  # fmt: skip
-    for version in supported():
-        if version == own:
+    for name in [own] + [v for v in supported() if v != own]:
+        if name != own and not (REPORTS / f"{name}.expected").exists():
+            lines.append(f"{name}: not run (pythons.log says why)")
             continue
-        if not (REPORTS / f"{version}.expected").exists():
-            lines.append(f"{version}: not run (pythons.log says why)")
-            continue
-        reports.append((version, f"the tests marked pythons on {version}"))
-    for name, what in reports:
         found = counts(REPORTS / f"{name}.xml")
-        lines.append(f"{what}: {found[0]} passed, {found[1]} failed, {found[2]} skipped")
+        what = "every test" if name == own else "the tests marked pythons"
+        lines.append(f"{what} on {name}: {found[0]} passed, {found[1]} failed, {found[2]} skipped")
         totals = [a + b for a, b in zip(totals, found, strict=True)]
     lines.append(f"suite: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
-    lines.append(f"the four runs side by side: {seconds // 60:.0f} min {seconds % 60:.0f} s")
+    lines.append(f"the three runs side by side: {seconds // 60:.0f} min {seconds % 60:.0f} s")
     return lines
 
 
@@ -132,6 +127,7 @@ def interrupt(signum: int, _frame: object) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--record", action="store_true", help="write a green run's figures")
+    parser.add_argument("--workers", default="3", help="pytest-xdist workers (default 3)")
     args = parser.parse_args()
     begun = time.monotonic()
     shutil.rmtree(REPORTS, ignore_errors=True)
@@ -142,12 +138,9 @@ def main() -> int:
     bin_dir = Path(sys.executable).parent  # the virtualenv `make` runs this with
     runs: list[tuple[subprocess.Popen[bytes], str | None]] = []
     try:
-        pytest = [str(bin_dir / "pytest"), "-p", "no:cacheprovider"]
         for command, log, env in (
-            ([*pytest, "-m", "integration", "--durations=15",
-              "--junitxml", str(own.with_stem(own.stem + "-integration"))], None, {}),
-            ([*pytest, "-m", "not integration", "--durations=5", "--junitxml", str(own)],
-             "tests.log", {}),
+            ([str(bin_dir / "pytest"), "-n", args.workers, "--maxschedchunk", "1", "-p",
+              "no:cacheprovider", "--durations=15", "--junitxml", str(own)], None, {}),
             (["make", "--no-print-directory", "lint"], "lint.log", {}),
             (["scripts/test-pythons.sh"], "pythons.log",
              {"JUNIT_DIR": str(REPORTS), "TEST_PYTHONS_MARK": "pythons"}),
@@ -174,7 +167,7 @@ def main() -> int:
     finally:
         if all(process.poll() is not None for process, _ in runs):
             watchdog.stop()  # else it outlives this process and stops what runs
-    lines = summary(statuses[2], time.monotonic() - begun)
+    lines = summary(statuses[1], time.monotonic() - begun)
     print("\n" + "\n".join(lines))
     green = all(status == 0 for status in statuses)
     if args.record:
