@@ -213,6 +213,12 @@ class SuiteState:
         self._stale = True
         """The statistics' inputs must be made again from the shares (after a removal: once
         however many experiments a batch retires)."""
+        self.runs = 0
+        """The runs of every share, counted as they come (not summed at each look)."""
+        self.in_window: dict[str, int] = {}
+        """Each experiment's hours with evidence in the window, counted as they change."""
+        self.watched = 0
+        """The experiments with evidence in the window (the count above 0)."""
 
     # Runs in and out.
 
@@ -223,6 +229,7 @@ class SuiteState:
         share = self._own(experiment)
         if not share.takes(run):
             return False
+        self.runs += 1
         hour = run.completed_at_us // HOUR_US
         newest = share.newest
         if newest is not None and hour <= newest - WINDOW_HOURS:
@@ -231,6 +238,7 @@ class SuiteState:
             for old in sorted(h for h in share.hours if h <= hour - WINDOW_HOURS):
                 values = share.hours.pop(old)
                 if self._in_window(old):  # a leader's, behind the suite's clock: it leaves
+                    self._watch(experiment, -1)
                     self._evidence(experiment, old, [-v for v in values])
                     self._day_left(experiment, share, old // 24)
                     self.cells[old] -= 1
@@ -242,6 +250,7 @@ class SuiteState:
             self._clock(experiment, hour)
         if self._in_window(hour) and hour not in share.hours:
             self.cells[hour] = self.cells.get(hour, 0) + 1
+            self._watch(experiment, 1)
         cell = (*run.evidence, 1)
         _accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
         if self._in_window(hour):
@@ -313,6 +322,27 @@ class SuiteState:
                     self._own(name)  # its day sums, this state's to change
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     self._evidence(name, hour, share.hours[hour])
+        self._count_watched()
+
+    def _watch(self, experiment: str, hours: int) -> None:
+        """`experiment` has `hours` more hours with evidence in the window (or fewer)."""
+        before = self.in_window.get(experiment, 0)
+        after = before + hours
+        if after:
+            self.in_window[experiment] = after
+        else:
+            del self.in_window[experiment]
+        self.watched += (after > 0) - (before > 0)
+
+    def _count_watched(self) -> None:
+        """Each experiment's hours in the window, counted again (the window moved: once per hour
+        of the suite's clock at most)."""
+        self.in_window = {}
+        for name, share in self.shares.items():
+            count = sum(1 for h in share.hours if self._in_window(h))  # ints
+            if count:
+                self.in_window[name] = count
+        self.watched = len(self.in_window)
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
         """A cell's change of `experiment` at `hour` (in the window, its share's cell already
@@ -430,12 +460,14 @@ class SuiteState:
     def _rebuild(self) -> None:
         """Everything the statistics need, made again from the shares."""
         self._stale = False
+        self.runs = sum(s.runs for s in self.shares.values())  # ints
         clocks = sorted((s.newest, n) for n, s in self.shares.items() if s.newest is not None)
         self.leader = clocks[-1] if clocks else None
         self.top = clocks[-2][0] if len(clocks) > 1 else None
         self.pooled, self.cells, self.days, self.pairs = {}, {}, {}, {}
         self._r_valid, self._ends, self._s, self._s_valid = None, [], [], 0
         self._pending = {}
+        self._count_watched()
         if self.top is None:
             return
         first = self._first_day()
@@ -493,10 +525,7 @@ class SuiteState:
             self._cap, self._r_valid, self._s_valid = cap, None, 0
         pooled = self._pooled_statistics(pooled_threshold)
         sparse = self._sparse_statistics(sparse_threshold)
-        watched = sum(  # ints: experiments with runs in the window (most in its last hours)
-            any(self._in_window(h) for h in reversed(share.hours)) for share in self.shares.values()
-        )
-        dropped = watched >= MIN_EXPERIMENTS and any(
+        dropped = self.watched >= MIN_EXPERIMENTS and any(
             any(_mix(r, d) >= pooled_threshold for r in pooled)
             or any(_mix(s, d) >= sparse_threshold for s in sparse)
             for d in range(len(DETECTORS))
@@ -511,8 +540,7 @@ class SuiteState:
             )
             for d, detector in enumerate(DETECTORS)
         }
-        runs = sum(s.runs for s in self.shares.values())  # ints
-        return SuiteStatus(dropped, evidence, len(self.shares), runs)
+        return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
 
     def _pooled_statistics(self, threshold: float) -> list[list[float]]:
         """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
@@ -575,6 +603,7 @@ class SuiteState:
         out.shares, out.days = dict(self.shares), dict(self.days)  # shared until changed
         out._mine, self._mine = set(), set()
         out.top, out.leader = self.top, self.leader
+        out.runs, out.in_window, out.watched = self.runs, dict(self.in_window), self.watched
         out.pooled = {h: list(v) for h, v in self.pooled.items()}
         out.cells = dict(self.cells)
         out.pairs = {h: {j: list(v) for j, v in p.items()} for h, p in self.pairs.items()}

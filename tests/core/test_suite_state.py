@@ -92,6 +92,11 @@ def same(a: SuiteState, b: SuiteState) -> None:
     pooled, sparse = DESIGN.threshold / POOLED_SHARE, DESIGN.threshold / (1 - POOLED_SHARE)
     assert a._pooled_statistics(pooled) == b._pooled_statistics(pooled)  # status's, kept
     assert a._sparse_statistics(sparse) == b._sparse_statistics(sparse)
+    for state in (a, b):  # counted as they change, as a count over every share says
+        assert state.runs == sum(s.runs for s in state.shares.values())
+        hours = {n: sum(map(state._in_window, s.hours)) for n, s in state.shares.items()}
+        assert state.in_window == {n: c for n, c in hours.items() if c}
+        assert state.watched == len(state.in_window)
 
 
 def test_the_state_does_not_depend_on_how_experiments_interleave() -> None:
