@@ -2,7 +2,7 @@
 suite must not grow with the suite's tasks (issue 43's target: the pace on three suites of 2,500
 tasks at least half the pace on three suites of 25).
 
-    .venv/bin/python -m bench.suite_pace [--tasks 25,250,2500] [--profile]
+    .venv/bin/python -m bench.suite_pace [--tasks 25,250,2500] [--rounds 3] [--profile]
 
 Each suite is one agent's tasks, in a harness's order: task after task, each task's T0 and T1
 runs interleaved, each tier with its own count of 3 to 40 runs, the task's rates spread from near
@@ -15,6 +15,7 @@ import cProfile
 import json
 import pstats
 import random
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -82,15 +83,26 @@ def pace(tasks: int, profile: bool) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", default="25,250,2500", help="tasks per suite, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, the sizes interleaved")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions")
     args = parser.parse_args()
-    first: float | None = None
-    print(f"{'tasks a suite':>13} {'runs':>9} {'seconds':>8} {'runs/s':>8} {'ratio':>6}")
-    for tasks in (int(t) for t in args.tasks.split(",")):
-        runs, seconds = pace(tasks, args.profile)
-        rate = runs / seconds
-        first = first or rate
-        print(f"{tasks:>13} {runs:>9} {seconds:>8.2f} {rate:>8.0f} {rate / first:>6.2f}")
+    sizes = [int(t) for t in args.tasks.split(",")]
+    paces: dict[int, list[float]] = {tasks: [] for tasks in sizes}
+    runs: dict[int, int] = {}
+    for _ in range(args.rounds):  # a slow minute of the machine hits every size alike
+        for tasks in sizes:
+            runs[tasks], seconds = pace(tasks, args.profile)
+            paces[tasks].append(runs[tasks] / seconds)
+    base = paces[sizes[0]]
+    print(f"{args.rounds} rounds; the ratio is to {sizes[0]} tasks' pace in the same round")
+    print("| tasks a suite | runs | runs/s (median) | ratio: min | median | max |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for tasks in sizes:
+        ratios = sorted(p / b for p, b in zip(paces[tasks], base, strict=True))
+        print(
+            f"| {tasks:,} | {runs[tasks]:,} | {statistics.median(paces[tasks]):,.0f} "
+            f"| {ratios[0]:.2f} | {statistics.median(ratios):.2f} | {ratios[-1]:.2f} |"
+        )
 
 
 if __name__ == "__main__":
