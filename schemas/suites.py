@@ -56,8 +56,7 @@ class SuiteTier(BaseModel):
     baseline_tier: str
     pass_rate: SuiteEstimate | None = Field(
         description="The mean over its experiments of its pass rate in each, each experiment "
-        "weighing the same; null until a run with an outcome (runs stored by a release before "
-        "outcomes were kept have none)."
+        "weighing the same; null only while no run is counted."
     )
     pass_rate_difference: SuiteDifference | None = Field(
         description="Its pass rate minus the baseline's, paired by experiment: over the "

@@ -341,8 +341,8 @@ class DropState:
 
     @classmethod
     def from_state(cls, data: Any, design: DropDesign | None = None) -> DropState:
-        """Load `to_state`'s output (or the one-reference state before strata, as the stratum
-        ""); raises ValueError when it is not one, or is one that no history of runs makes
+        """Load `to_state`'s output; raises ValueError when it is not one, or is one that no
+        history of runs makes
         (which could page forever or never). With `design`, statistics beyond what it lets
         them reach are refused too."""
         if not isinstance(data, dict):
@@ -350,15 +350,12 @@ class DropState:
         dropped = data.get("d")
         if not isinstance(dropped, bool):
             raise ValueError("drop state has a bad dropped flag")
-        if "t" in data:
-            strata = _strata(data["t"])
-            watched: Any = data.get("w")
-            if not is_count(watched, 2**53):
-                raise ValueError("drop state has a bad watched count")
-        else:  # before strata: one reference, for every run of the tier
-            ref = _reference(data.get("n"), data.get("p"), data.get("s"), data.get("q"))
-            strata = {"": ref} if ref.runs else {}
-            watched = 0
+        if "t" not in data:
+            raise ValueError("drop state has no strata")
+        strata = _strata(data["t"])
+        watched: Any = data.get("w")
+        if not is_count(watched, 2**53):
+            raise ValueError("drop state has a bad watched count")
         evidence = _statistics(data.get("r"), _SIZE, "evidence")
         recovery = _statistics(data.get("u"), len(DETECTORS), "recovery")
         state = cls(strata, evidence, recovery, dropped, watched)

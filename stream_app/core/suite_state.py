@@ -74,7 +74,7 @@ class ExperimentShare:
         incarnation, or the first of a new one; False for a repeat or an earlier incarnation's."""
         if run.epoch in self.retired:
             return False
-        if self.runs or self.seq:  # a history: this is a repeat, a later run or a new incarnation
+        if self.runs:  # a history: this is a repeat, a later run or a new incarnation
             if run.epoch == self.epoch:
                 if run.seq <= self.seq:
                     return False
@@ -82,8 +82,7 @@ class ExperimentShare:
                 self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
         self.epoch, self.seq = run.epoch, run.seq
         self.runs += 1
-        if run.passed is not None:
-            self.outcomes = self.outcomes.add(run.passed)
+        self.outcomes = self.outcomes.add(run.passed)
         return True
 
     def to_state(self) -> dict[str, Any]:
@@ -101,9 +100,7 @@ class ExperimentShare:
     @classmethod
     def from_state(cls, data: Any) -> ExperimentShare:
         """Load `to_state`'s output; raises ValueError when it is not one some runs make."""
-        # a share stored before outcomes were kept has none ("o"): its runs are left out of the
-        # comparisons
-        if not isinstance(data, dict) or set(data) - {"o"} != {"e", "r", "q", "n", "h"}:
+        if not isinstance(data, dict) or set(data) != {"e", "r", "q", "n", "h", "o"}:
             raise ValueError("not an experiment's share of a suite")
         epoch, retired, seq, runs, rows = (data[k] for k in ("e", "r", "q", "n", "h"))
         if not all(is_count(v, _LIMIT - 1) for v in (epoch, seq, runs)):
@@ -120,10 +117,8 @@ class ExperimentShare:
             raise ValueError("suite share has more hours than runs or its window")
         if bool(rows) != bool(runs):
             raise ValueError("suite share has runs and no hours, or hours and no runs")
-        legacy = bool(rows) and all(isinstance(r, list) and len(r) == CELL for r in rows)
         hours: dict[int, list[int]] = {}
-        for stored in rows:
-            row = _counted(stored) if legacy else stored
+        for row in rows:
             if (
                 not isinstance(row, list)
                 or len(row) != CELL + 1
@@ -140,7 +135,7 @@ class ExperimentShare:
             raise ValueError("suite share has hours outside its window")
         if sum(cell[RUNS] for cell in hours.values()) > runs:  # ints
             raise ValueError("suite share has more runs in its hours than in all")
-        outcomes = _outcomes(data.get("o", [0, 0, 0.0]), runs)
+        outcomes = _outcomes(data["o"], runs)
         newest = max(hours) if hours else None
         return cls(epoch, tuple(retired), seq, runs, hours, newest, outcomes)
 
@@ -625,17 +620,6 @@ def _outcomes(row: Any, most: int) -> Outcomes:
     if type(spread) is not float or not least <= spread <= max(runs, least):
         raise ValueError("suite share's outcomes have a spread no runs make")
     return Outcomes(runs, passes, spread)
-
-
-def _counted(row: Any) -> Any:
-    """A share's hour as stored before hours kept their run count: with the fewest runs that
-    make its evidence (each run's at most MAX_EVIDENCE_UNITS either way), at least 1, so that
-    its change points weigh the least any history gives them."""
-    values = row[1:]
-    if not all(is_integer(v) for v in values):
-        return row  # refused as it is
-    most = max((abs(v) for v in values), default=0)
-    return [*row, max(1, -(-most // MAX_EVIDENCE_UNITS))]
 
 
 def _term(units: int) -> int:

@@ -29,15 +29,21 @@ from stream_app.core.keys import split_tier_key
 from stream_app.core.suite_evidence import MAX_FEED_BYTES, SuiteFeed
 from stream_app.core.suite_message import SuiteRun
 from stream_app.core.totals import Totals
-from stream_app.core.window import AddOutcome, TierWindow, WindowEntry, from_epoch_us, to_epoch_us
+from stream_app.core.window import (
+    STORED_FIELDS,
+    AddOutcome,
+    TierWindow,
+    WindowEntry,
+    from_epoch_us,
+    to_epoch_us,
+)
 from stream_app.metrics.grades import assign_letter_grade, grade_points
 from stream_app.metrics.statistics import median
 
 STATE_VERSION: Final = 2
-"""Version 2 adds the totals and the drop detectors; a version 1 state (before them) loads with
-totals counted from its window and fresh detectors. Strata, window rows of 12 fields and the
-suite feed came within version 2: its older records (one reference, rows of 8 to 10, no feed)
-still load."""
+"""The only version read: no release wrote another, nor version 2's earlier records (one drop
+reference, window rows of 8 to 10 fields, no suite feed): docs/architecture.md, 'Stored
+formats'."""
 MAX_ROW_BYTES: Final = 2700
 """The most one run takes in a stored window or an aggregate: a 200-character run id and
 subtest written as JSON (six bytes a character at worst, for control characters), its numbers."""
@@ -230,8 +236,8 @@ class TierState:
             data: Any = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             raise ValueError(f"tier state is not JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("v") not in (1, STATE_VERSION):
-            raise ValueError("not a tier state of version 1 or 2")
+        if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+            raise ValueError(f"not a tier state of version {STATE_VERSION}")
         rows, grade, touched = data.get("window"), data.get("grade"), data.get("at")
         if not isinstance(rows, list) or grade not in (None, *GRADES):
             raise ValueError("tier state has no window list or a bad grade")
@@ -241,15 +247,11 @@ class TierState:
             window = TierWindow.from_state(capacity, [_checked_row(row) for row in rows])
         except OverflowError as exc:  # an integer too large for a float
             raise ValueError(f"tier state row has a value out of range: {exc}") from None
-        if data["v"] == 1:  # before totals and detectors: the window's runs are all we know
-            totals = Totals.of(window.entries)
-            return cls(experiment_id, tier, window, grade, touched, totals=totals)
-        if "totals" not in data or "detect" not in data:
-            raise ValueError("tier state of version 2 has no totals or drop state")
+        if "totals" not in data or "detect" not in data or "feed" not in data:
+            raise ValueError("tier state has no totals, drop state or suite feed")
         totals = Totals.from_state(data["totals"])
         drop = DropState.from_state(data["detect"], design)
-        # a state from before suite feeds: its subtests' histories start now
-        feed = SuiteFeed.from_state(data["feed"]) if "feed" in data else SuiteFeed()
+        feed = SuiteFeed.from_state(data["feed"])
         histories = sum(h.runs for h in feed.subtests.values())  # ints
         if not len(window) <= totals.runs >= max(drop.reference.runs, histories):
             raise ValueError(
@@ -293,10 +295,10 @@ def _timestamp(value: Any) -> bool:
 
 def _checked_row(row: Any) -> list[Any]:
     """A stored window row, checked field by field: a state that loads can be aggregated."""
-    if not isinstance(row, list) or not 8 <= len(row) <= 12:
-        raise ValueError("tier state row is not a list of 8 to 12 fields")
+    if not isinstance(row, list) or len(row) != STORED_FIELDS:
+        raise ValueError(f"tier state row is not a list of {STORED_FIELDS} fields")
     at, run_id, *values = row[:10]
-    stratum, learns = ([*row[10:], "", False])[:2]
+    stratum, learns = row[10:]
     if not isinstance(stratum, str) or len(stratum) > MAX_STRATUM_CHARS:
         raise ValueError("tier state row has a bad stratum")
     if not isinstance(learns, bool):
@@ -309,7 +311,7 @@ def _checked_row(row: Any) -> list[Any]:
     if not all(_number(v) for v in required) or not all(v is None or _number(v) for v in optional):
         raise ValueError("tier state row has a value that is not a number")
     numbers = [float(v) if v is not None else None for v in values]
-    return [at, run_id, *numbers, *[None] * (8 - len(numbers)), stratum, learns]
+    return [at, run_id, *numbers, stratum, learns]
 
 
 def fold_runs(

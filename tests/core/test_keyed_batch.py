@@ -206,5 +206,10 @@ def test_the_largest_run_fits_its_row_budget() -> None:
 def test_a_huge_integer_in_a_stored_state_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="out of range"):
         TierState.from_json(
-            "e", "T1", 10, b'{"v":1,"window":[[1,"r",1' + b"0" * 400 + b',1,1,1,1,1]],"grade":null}'
+            "e",
+            "T1",
+            10,
+            b'{"v":2,"window":[[1,"r",1'
+            + b"0" * 400
+            + b',1,1,1,1,1,null,null,"",false]],"grade":null}',
         )

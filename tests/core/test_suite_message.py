@@ -24,27 +24,30 @@ def run(seq: int = 1, experiment: str = "exp") -> list[Any]:
     return [experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2]
 
 
+def suite_run(seq: int = 1, experiment: str = "exp") -> SuiteRun:
+    evidence = (1, -2, 3, 0, 0, MAX_EVIDENCE_UNITS)
+    return SuiteRun(experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2 == 1)
+
+
 def doc(**changes: Any) -> bytes:
     value = {"v": 3, "suite": "agent", "tier": "T1", "runs": [run()], **changes}
     return json.dumps(value).encode()
 
 
 def test_what_is_written_reads_back() -> None:
-    runs = tuple(SuiteRun.of_row(run(seq, f"e{seq % 3}")) for seq in range(1, 50))
+    runs = tuple(suite_run(seq, f"e{seq % 3}") for seq in range(1, 50))
     assert {r.passed for r in runs} == {True, False}
     message = SuiteMessage("agent é", "T12", runs, ("gone",))
     assert SuiteMessage.from_json(message.to_json()) == message
 
 
-def test_a_version_2_run_counts_with_no_outcome() -> None:
-    [read] = SuiteMessage.from_json(doc(v=2, runs=[run()[:5]])).runs
-    assert (read.seq, read.passed) == (1, None)
-
-
-def test_a_version_1_run_counts_with_no_evidence() -> None:
-    old = json.dumps(["agent", "T1", "exp", 4, 1_700_000_000_000_000, [9] * SIZE]).encode()
-    [read] = SuiteMessage.from_json(old).runs
-    assert (read.epoch, read.seq, read.evidence) == (0, 4, (0,) * SIZE)
+def test_the_written_bytes_are_compact_and_only_what_the_message_holds() -> None:
+    written = SuiteMessage("agent", "T1", (suite_run(),)).to_json()
+    assert written == json.dumps(json.loads(doc()), separators=(",", ":")).encode()
+    assert (
+        SuiteMessage("a", "T0", retired=("x",)).to_json()
+        == b'{"v":3,"suite":"a","tier":"T0","retired":["x"]}'
+    )
 
 
 @pytest.mark.parametrize(
@@ -53,7 +56,9 @@ def test_a_version_1_run_counts_with_no_evidence() -> None:
         doc(v=2.0),
         doc(v=True),
         doc(v=4),
-        doc(v=2),  # version 2 runs have no outcome
+        doc(v=2),  # versions before 3: no release wrote them (docs/architecture.md)
+        doc(v=3.0),
+        doc(runs=[run()[:5]]),  # a run without its outcome (version 2's)
         doc(runs=[[*run()[:5], 2]]),
         doc(runs=[[*run()[:5], True]]),
         doc(runs=[[*run()[:5], 1, 0]]),
@@ -63,19 +68,20 @@ def test_a_version_1_run_counts_with_no_evidence() -> None:
         doc(suite="x" * 201),
         doc(suite="\ud800"),  # a lone surrogate: UTF-8 cannot write the record key
         doc(runs=[run(seq=0)]),
-        doc(runs=[["exp", 0, 1, 0, [0] * SIZE]]),  # incarnation 0 is version 1's alone
-        doc(runs=[["\udfff", 7, 1, 0, [0] * SIZE]]),
-        doc(runs=[["exp", 7, 1, -1, [0] * SIZE]]),
-        doc(runs=[["exp", 7, 2**63, 0, [0] * SIZE]]),
-        doc(runs=[["exp", 7, 1, 0, [0] * (SIZE - 1)]]),
-        doc(runs=[["exp", 7, 1, 0, [MAX_EVIDENCE_UNITS + 1, 0, 0, 0, 0, 0]]]),
-        doc(runs=[["exp", 7, 1, 0, [True, 0, 0, 0, 0, 0]]]),
-        doc(runs=[["exp", 7, 1, 0, [0.5, 0, 0, 0, 0, 0]]]),
+        doc(runs=[["exp", 0, 1, 0, [0] * SIZE, 1]]),  # incarnations count from 1
+        doc(runs=[["\udfff", 7, 1, 0, [0] * SIZE, 1]]),
+        doc(runs=[["exp", 7, 1, -1, [0] * SIZE, 1]]),
+        doc(runs=[["exp", 7, 2**63, 0, [0] * SIZE, 1]]),
+        doc(runs=[["exp", 7, 1, 0, [0] * (SIZE - 1), 1]]),
+        doc(runs=[["exp", 7, 1, 0, [MAX_EVIDENCE_UNITS + 1, 0, 0, 0, 0, 0], 1]]),
+        doc(runs=[["exp", 7, 1, 0, [True, 0, 0, 0, 0, 0], 1]]),
+        doc(runs=[["exp", 7, 1, 0, [0.5, 0, 0, 0, 0, 0], 1]]),
+        doc(runs=[["exp", 7, 1.0, 0, [0] * SIZE, 1]]),
         doc(retired=["ok", "\ud800"]),
         doc(retired=[""]),
         doc(extra=1),
         b"[" * 100_000 + b"]" * 100_000,
-        json.dumps(["agent", "T1", "exp", 0, 0, [0] * SIZE]).encode(),  # version 1, sequence 0
+        json.dumps(["agent", "T1", "exp", 4, 0, [0] * SIZE]).encode(),  # version 1's bare run
     ],
 )
 def test_what_no_worker_writes_is_refused(raw: bytes) -> None:
@@ -84,7 +90,7 @@ def test_what_no_worker_writes_is_refused(raw: bytes) -> None:
 
 
 def test_runs_and_retirements_are_split_to_the_limit() -> None:
-    runs = [SuiteRun.of_row(run(seq, "é" * 200)) for seq in range(1, 400)]
+    runs = [suite_run(seq, "é" * 200) for seq in range(1, 400)]
     sent = list(bundles("agent", "T1", runs, 16 * 1024))
     assert len(sent) > 1
     assert all(len(v) <= 16 * 1024 for v in sent)

@@ -128,21 +128,10 @@ def test_repeats_are_dropped_by_their_sequence() -> None:
     same(twice, once)
 
 
-def test_a_history_without_runs_keeps_its_incarnation_from_a_late_repeat() -> None:
-    """A share that has a sequence but no runs counted (its incarnation 0, version 1's): the
-    upgraded tier's first run is a new incarnation, and a late version-1 repeat after it is
-    dropped, not taken for another one (which would retire the upgraded tier's)."""
-    share = ExperimentShare(seq=5)
-    assert share.takes(SuiteRun("e", 33, 6, 0, (0,) * SIZE))
-    assert not share.takes(SuiteRun("e", 0, 5, 0, (0,) * SIZE))
-    assert share.takes(SuiteRun("e", 33, 7, 0, (0,) * SIZE))
-    assert (share.epoch, share.retired, share.runs) == (33, (0,), 2)
-
-
 def test_a_new_incarnation_is_taken_and_a_late_repeat_of_an_old_one_is_not() -> None:
     share = ExperimentShare()
-    first = [SuiteRun("e", 11, seq, seq * HOUR_US, (0,) * SIZE) for seq in (1, 2, 3)]
-    again = [SuiteRun("e", 22, seq, (10 + seq) * HOUR_US, (0,) * SIZE) for seq in (1, 2)]
+    first = [SuiteRun("e", 11, seq, seq * HOUR_US, (0,) * SIZE, True) for seq in (1, 2, 3)]
+    again = [SuiteRun("e", 22, seq, (10 + seq) * HOUR_US, (0,) * SIZE, True) for seq in (1, 2)]
     assert all(share.takes(run) for run in first)
     assert all(share.takes(run) for run in again)  # its tier started afresh
     assert (share.epoch, share.seq, share.runs, share.retired) == (22, 2, 5, (11,))
@@ -167,7 +156,9 @@ def test_windows_commute_and_run_by_run_equals_remade(
     for experiment, hour, sign in runs:
         stream = streams.setdefault(f"e{experiment}", [])
         evidence = tuple(sign * (k + 1) * 2**30 for k in range(SIZE))
-        stream.append(SuiteRun(f"e{experiment}", 1, len(stream) + 1, hour * HOUR_US, evidence))
+        stream.append(
+            SuiteRun(f"e{experiment}", 1, len(stream) + 1, hour * HOUR_US, evidence, True)
+        )
     forward = suite_of(list(streams.items()), rnd)
     backward = SuiteState()
     for name, stream in reversed(list(streams.items())):
@@ -215,14 +206,14 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
     # suite's clock is its second newest experiment's, so there is no window yet
     alone = SuiteState()
     for k in range(300):
-        alone.add("solo", SuiteRun("solo", 1, k + 1, k * HOUR_US, (10 * 2**32,) * SIZE))
+        alone.add("solo", SuiteRun("solo", 1, k + 1, k * HOUR_US, (10 * 2**32,) * SIZE, True))
     status = alone.status(DESIGN)
     assert not status.dropped
     assert status.evidence == {"pass_rate": 0.0, "score": 0.0}
     assert alone.top is None
 
 
-def test_a_share_keeps_its_outcomes_and_one_stored_before_them_has_none() -> None:
+def test_a_share_keeps_the_outcomes_of_its_runs() -> None:
     [(name, stream)] = streams_of(8, 1, 3, fall_on=None)
     state = SuiteState()
     for run in stream:
@@ -232,11 +223,9 @@ def test_a_share_keeps_its_outcomes_and_one_stored_before_them_has_none() -> Non
     assert share.outcomes.passes == sum(bool(r.passed) for r in stream)
     data = share.to_state()
     assert ExperimentShare.from_state(data).outcomes == share.outcomes
-    del data["o"]
-    assert ExperimentShare.from_state(data).outcomes.runs == 0
-    untold = SuiteRun(name, stream[0].epoch, 16, stream[-1].completed_at_us, stream[0].evidence)
-    assert state.add(name, untold)  # counted, with no outcome
-    assert (state.shares[name].runs, state.shares[name].outcomes.runs) == (16, 15)
+    del data["o"]  # no release stored a share without them
+    with pytest.raises(ValueError, match="share"):
+        ExperimentShare.from_state(data)
 
 
 @pytest.mark.parametrize(
@@ -344,8 +333,8 @@ def test_the_statistics_are_what_their_definition_says() -> None:
     # a busy hour: its next hour's change point weighs 60, not its 90 runs
     at = 15 * DAY_US + 20 * HOUR_US
     for k in range(90):
-        state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE))
-    state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE))
+        state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE, True))
+    state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE, True))
     pooled, sparse = by_definition(state)
     kept = state._pooled_statistics(1e300), state._sparse_statistics(1e300)
     for got, want, rel in zip(kept, (pooled, sparse), (1e-9, 1e-6), strict=True):
@@ -357,37 +346,23 @@ def test_the_statistics_are_what_their_definition_says() -> None:
     for hour in range(3):
         for k in range(100):
             for name in ("a", "b"):
-                calm.add(name, SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE))
+                calm.add(
+                    name, SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE, True)
+                )
     assert [r[0] for r in calm._pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
 
 
-def test_shares_stored_before_hours_kept_counts_load_with_the_fewest_runs() -> None:
-    """A share stored by the release before counts: each hour with the fewest runs that make
-    its evidence (one, unless its evidence is beyond one run's), so that its change points weigh
-    the least; nothing a real history stored is refused."""
+def test_a_share_whose_hours_lack_their_run_count_is_refused() -> None:
+    """No release stored hours without their run count (docs/architecture.md, 'Stored
+    formats'): such a share is not one some runs make."""
     [(name, stream)] = streams_of(8, 1, 3, fall_on=None)
     state = SuiteState()
     for run in stream:
         state.add(name, run)
     data = state.shares[name].to_state()
     assert all(row[-1] == 5 for row in data["h"])  # 5 runs a night, in one hour
-    old = {**data, "h": [row[:-1] for row in data["h"]]}
-    loaded = ExperimentShare.from_state(old)
-    assert all(cell[RUNS] == 1 for cell in loaded.hours.values())
-    assert {h: c[:RUNS] for h, c in loaded.hours.items()} == {
-        h: c[:RUNS] for h, c in state.shares[name].hours.items()
-    }
-    # an hour of many runs whose evidence is beyond one run's: as many runs as it takes to make
-    # it, so that it loads, and loads again as stored
-    hour = old["h"][0][0]
-    busy = {**old, "n": old["n"] + 400, "h": [[hour, *[-2_500 * 2**32] * SIZE], *old["h"][1:]]}
-    loaded = ExperimentShare.from_state(busy)
-    assert loaded.hours[hour][RUNS] == 3
-    assert ExperimentShare.from_state(loaded.to_state()) == loaded
-    # rows of both formats in one share: no release stores that
-    mixed = {**data, "h": [data["h"][0], *old["h"][1:]]}
-    with pytest.raises(ValueError, match="share"):
-        ExperimentShare.from_state(mixed)
+    with pytest.raises(ValueError, match="hour"):
+        ExperimentShare.from_state({**data, "h": [row[:-1] for row in data["h"]]})
 
 
 def test_a_copy_and_its_original_change_apart() -> None:
@@ -398,7 +373,7 @@ def test_a_copy_and_its_original_change_apart() -> None:
     before = state.to_state()
     copy = state.copy()
     more = [
-        SuiteRun(name, runs[-1].epoch, 100 + k, runs[-1].completed_at_us, (2**31,) * SIZE)
+        SuiteRun(name, runs[-1].epoch, 100 + k, runs[-1].completed_at_us, (2**31,) * SIZE, True)
         for k, (name, runs) in enumerate(streams)
     ]
     for run in more:
@@ -425,7 +400,7 @@ def test_retiring_many_experiments_at_once_makes_the_statistics_again_once(
 
     state = SuiteState()
     for e in range(300):
-        state.add(f"e{e}", SuiteRun(f"e{e}", 1, 1, e * 60_000_000, (1,) * SIZE))
+        state.add(f"e{e}", SuiteRun(f"e{e}", 1, 1, e * 60_000_000, (1,) * SIZE, True))
     rebuilds = 0
     rebuild = SuiteState._rebuild
 
@@ -448,7 +423,7 @@ def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
     clock) leaves the window where the other experiments are, and their regression pages."""
     streams = streams_of(5, 40, 22, fall_on=20)
     state = SuiteState()
-    future = SuiteRun("task-00", streams[0][1][0].epoch, 10_000, 400 * DAY_US, (0,) * SIZE)
+    future = SuiteRun("task-00", streams[0][1][0].epoch, 10_000, 400 * DAY_US, (0,) * SIZE, True)
     state.add("task-00", future)
     runs = sorted((r for _, s in streams for r in s), key=lambda r: r.completed_at_us)
     paged = False
@@ -464,7 +439,7 @@ def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
 
 def _nats(experiment: str, seq: int, hour: int, nats: float) -> SuiteRun:
     """A run of `experiment` at `hour` whose evidence is `nats` in every component."""
-    return SuiteRun(experiment, 1, seq, hour * HOUR_US, (int(nats * 2**32),) * SIZE)
+    return SuiteRun(experiment, 1, seq, hour * HOUR_US, (int(nats * 2**32),) * SIZE, True)
 
 
 def test_a_night_of_tasks_run_one_after_another_pages_on_its_own_runs() -> None:

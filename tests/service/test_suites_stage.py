@@ -34,7 +34,7 @@ def message(
     suite: str = "agent",
     epoch: int = 7,
     tier: str = "T1",
-    passed: bool | None = None,
+    passed: bool = True,
 ) -> bytes:
     runs = tuple(SuiteRun(experiment, epoch, s, s * HOUR_US, (s,) * SIZE, passed) for s in seqs)
     return SuiteMessage(suite, tier, runs).to_json()
@@ -96,19 +96,21 @@ async def test_a_tier_quarantined_while_its_suite_is_published_is_withdrawn() ->
     assert (t1["tier"], t1["pass_rate_difference"]) == ("T1", None)
 
 
-async def test_a_share_stored_before_outcomes_loads_and_counts_none() -> None:
+async def test_a_share_without_outcomes_is_quarantined() -> None:
+    """No release stored a share without its outcomes: one is not a share some runs make
+    (docs/architecture.md, 'Stored formats')."""
     stage, sends, table = stage_with()
     topic = stage.settings.topics.suite_runs
-    await stage.handle(records(topic, [message("a", 1, 2, passed=True)]))
+    await stage.handle(records(topic, [message("a", 1, 2), message("b", 1)]))
     old = json.loads(table[record_key("agent/T1", "a")])
     del old["o"]
     table[record_key("agent/T1", "a")] = json.dumps(old).encode()
     stage.drop_cache()
-    await stage.handle(records(topic, [message("a", 3, passed=False)]))
-    assert not sends.to(stage.settings.topics.dead_letter)
+    await stage.handle(records(topic, [message("b", 2, passed=False)]))
+    [letter] = sends.to(stage.settings.topics.dead_letter)
+    assert letter["reason"] == "state_error"
     report = sends.to(stage.settings.topics.suites)[-1]
-    assert report["runs"] == 3
-    assert report["pass_rate"]["estimate"] == 0.0  # the one run with an outcome
+    assert (report["experiments_with_runs"], report["runs"]) == (1, 2)
 
 
 async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
@@ -127,16 +129,16 @@ async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
     assert {stage.partition_of(k) for k in table} == {partition_for("agent", config.partitions)}
 
 
-async def test_a_record_of_the_format_before_shares_is_replaced_not_quarantined() -> None:
-    """A state written before per-experiment records loads: nothing is quarantined, its key is
-    deleted (its evidence was measured against estimated references), and the suite tier starts
-    afresh with the next runs."""
+async def test_a_record_under_a_key_that_is_not_a_shares_is_quarantined() -> None:
+    """One record per suite tier was a format no release wrote: its key is not a share's, and
+    the record is quarantined like any that cannot load; the suite tier starts afresh."""
     stage, sends, table = stage_with()
     config = stage.settings
     old = {"seen": {"a": 5, "b": 2}, "hours": [], "days": {}, "runs": 7, "top": None}
     table[b"agent/T1"] = json.dumps(old).encode()
     await stage.on_recover(set(range(config.partitions)))
-    assert not sends.to(config.topics.dead_letter)
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "state_error"
     assert not table
     assert sends.tombstones(config.topics.suites) == [b"agent/T1"]
     await stage.handle(records(config.topics.suite_runs, [message("a", 1), message("b", 1)]))

@@ -4,8 +4,8 @@ Its input comes from every partition of the windows hop, in an order no replay r
 state is a function of the set of runs (core.suite_state), so it still equals `replay`.
 
 One record per experiment of a suite tier (its share), on the suite's partition: a suite of any
-size fits the broker's message limit, and a record that cannot be loaded is quarantined alone. A
-record of the one-record-per-suite format before shares is replaced (docs/architecture.md)."""
+size fits the broker's message limit, and a record that cannot be loaded (its key or its value)
+is quarantined alone."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def record_key(key: str, experiment: str) -> bytes:
 
 
 def parse_record_key(raw: bytes) -> tuple[str, str | None]:
-    """(suite tier key, experiment) of a table key; the experiment is None for a record of the
-    format before shares (keyed by the suite tier alone)."""
+    """(suite tier key, experiment) of a table key; the experiment is None for a key that is
+    not a share's (its text stands for the suite tier: the record is quarantined there)."""
     text = raw.decode()
     try:
         parts = json.loads(text)
@@ -40,13 +40,6 @@ def parse_record_key(raw: bytes) -> tuple[str, str | None]:
     if isinstance(parts, list) and len(parts) == 3 and all(isinstance(p, str) for p in parts):
         return suite_key(parts[0], parts[1]), parts[2]
     return text, None
-
-
-def check_legacy(raw: bytes) -> None:
-    """Raise ValueError unless `raw` is a record of the format before shares."""
-    data: Any = json.loads(raw)
-    if not isinstance(data, dict) or set(data) != {"seen", "hours", "days", "runs", "top"}:
-        raise ValueError("not a suite state")
 
 
 class SuitesStage(TableStage[SuiteState]):
@@ -96,8 +89,7 @@ class SuitesStage(TableStage[SuiteState]):
         return out
 
     async def _made(self, key: str, pause: Pauses | None = None) -> SuiteState | None:
-        """A suite tier made from its records: one that cannot be loaded is quarantined, one of
-        the format before shares deleted (its suite tier starts afresh)."""
+        """A suite tier made from its records: one that cannot be loaded is quarantined."""
         shares: dict[str, ExperimentShare] = {}
         keys = self._index().get(key, set())
         for raw_key in sorted(keys):
@@ -109,14 +101,11 @@ class SuitesStage(TableStage[SuiteState]):
             experiment = parse_record_key(raw_key)[1]
             try:
                 if experiment is None:
-                    check_legacy(raw)
-                else:
-                    shares[experiment] = ExperimentShare.from_state(json.loads(raw))
-                    continue
+                    raise ValueError("not the key of an experiment's share of a suite tier")
+                shares[experiment] = ExperimentShare.from_state(json.loads(raw))
+                continue
             except Exception as exc:
                 await self.quarantine(raw_key, exc)
-            else:
-                await self.table.delete(raw_key)
             keys.discard(raw_key)
             self.purged.add(key)
         return SuiteState(shares) if shares else None

@@ -38,26 +38,25 @@ from stream_app.service.stages.table_stage import Pauses, TableStage
 log = logging.getLogger(__name__)
 
 
-def runs_of(value: bytes) -> tuple[list[Any], bool]:
-    """The runs of a message of the re-keyed topic and whether it was a bundle: a `RunBundle`,
-    or one bare `RunMetrics` (as workers before bundles wrote them; an upgrade reads both)."""
+def runs_of(value: bytes) -> list[Any]:
+    """The runs of a message of the re-keyed topic, a `RunBundle`."""
     decoded = json.loads(value)
-    if isinstance(decoded, dict) and "runs" in decoded:
-        runs = decoded["runs"]
-        if decoded.get("v") != BUNDLE_VERSION:
-            raise ValueError(f"unknown bundle version {decoded.get('v')!r}")
-        if not isinstance(runs, list):
-            raise TypeError(f"a bundle's runs must be a list, not {type(runs).__name__}")
-        if len(runs) > BUNDLE_MAX_RUNS:
-            raise ValueError(f"a bundle of {len(runs)} runs, over {BUNDLE_MAX_RUNS}")
-        return runs, True
-    return [decoded], False
+    if not isinstance(decoded, dict) or "runs" not in decoded:
+        raise ValueError("not a bundle of runs")
+    runs = decoded["runs"]
+    if decoded.get("v") != BUNDLE_VERSION:
+        raise ValueError(f"unknown bundle version {decoded.get('v')!r}")
+    if not isinstance(runs, list):
+        raise TypeError(f"a bundle's runs must be a list, not {type(runs).__name__}")
+    if len(runs) > BUNDLE_MAX_RUNS:
+        raise ValueError(f"a bundle of {len(runs)} runs, over {BUNDLE_MAX_RUNS}")
+    return runs
 
 
-def run_record(record: Record, run: Any, bundled: bool) -> Record:
-    """One run as a message of its own, for its dead letter: a bundle's run keeps the bundle's
-    position and key, with its own JSON as the payload."""
-    return record._replace(value=json.dumps(run).encode()) if bundled else record
+def run_record(record: Record, run: Any) -> Record:
+    """One run as a message of its own, for its dead letter: it keeps the bundle's position and
+    key, with its own JSON as the payload."""
+    return record._replace(value=json.dumps(run).encode())
 
 
 class WindowsStage(TableStage[TierState]):
@@ -98,16 +97,16 @@ class WindowsStage(TableStage[TierState]):
 
     async def _read(
         self, batch: Sequence[Record]
-    ) -> tuple[list[tuple[str, WindowEntry]], list[tuple[Record, Any, bool]], int]:
-        """The batch's runs (tier key, entry), each one's message (message, run, bundled), and
+    ) -> tuple[list[tuple[str, WindowEntry]], list[tuple[Record, Any]], int]:
+        """The batch's runs (tier key, entry), each one's message (message, run), and
         the events it held (runs, and messages that held none we could read); what cannot be
         read is dead-lettered."""
         runs: list[tuple[str, WindowEntry]] = []
-        sources: list[tuple[Record, Any, bool]] = []
+        sources: list[tuple[Record, Any]] = []
         events = 0
         for record in batch:
             try:
-                items, bundled = runs_of(record.value)
+                items = runs_of(record.value)
             except Exception as exc:
                 events += 1
                 await self.outputs.reject(record, processing_error(self.name, exc))
@@ -119,11 +118,11 @@ class WindowsStage(TableStage[TierState]):
                     entry = WindowEntry.from_run(run)
                 except Exception as exc:
                     await self.outputs.reject(
-                        run_record(record, run, bundled), processing_error(self.name, exc)
+                        run_record(record, run), processing_error(self.name, exc)
                     )
                     continue
                 runs.append((key, entry))
-                sources.append((record, run, bundled))
+                sources.append((record, run))
         return runs, sources, events
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
