@@ -1,7 +1,7 @@
 """The message of the suite hop's topic (`evalstream-suite-runs`): the accepted runs of one
 `(suite, tier)` from one batch of the windows hop, or the experiments retired from it, each run
 an array. This model is the format's one definition: the worker reads and writes it through the
-model (`stream_app/core/suite_message.py`), and its JSON Schema is exported from it."""
+model (`stream_app/core/suite/message.py`), and its JSON Schema is exported from it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from schemas.common import TIER_PATTERN
 VERSION: Final = 3
 """The only version: no release wrote another (docs/architecture.md, 'Stored formats')."""
 LOG_UNIT: Final = 2**32
-"""Evidence is log e in this fixed point (`stream_app.core.suite_evidence`)."""
+"""Evidence is log e in this fixed point (`stream_app.core.suite.evidence`)."""
 MAX_EVIDENCE_UNITS: Final = 1000 * LOG_UNIT
 """No run's log evidence is as large as 1000 nats: a message claiming more is not a run's."""
 EVIDENCE_SIZE: Final = 6

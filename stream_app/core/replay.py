@@ -22,9 +22,10 @@ from stream_app.core.config import CoreConfig
 from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
-from stream_app.core.suite_message import SuiteRun
-from stream_app.core.suite_report import suite_reports
-from stream_app.core.suite_state import HOUR_US, SuiteState
+from stream_app.core.suite.message import SuiteRun
+from stream_app.core.suite.report import suite_reports
+from stream_app.core.suite.state import SuiteState
+from stream_app.core.suite.window import HOUR_US
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import AddOutcome, WindowEntry, from_epoch_us, to_epoch_us
 from stream_app.metrics.cross_tier import cross_tier_report

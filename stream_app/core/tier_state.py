@@ -26,8 +26,8 @@ from stream_app.core.drop_detector import (
 )
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
-from stream_app.core.suite_evidence import MAX_FEED_BYTES, SuiteFeed
-from stream_app.core.suite_message import SuiteRun
+from stream_app.core.suite.evidence import MAX_FEED_BYTES, SuiteFeed
+from stream_app.core.suite.message import SuiteRun
 from stream_app.core.totals import Totals
 from stream_app.core.window import (
     STORED_FIELDS,
@@ -108,7 +108,7 @@ class TierState:
         self.drop = drop or DropState()
         """The drop detectors' state, stepped by every accepted run (`core.drop_detector`)."""
         self.feed = feed or SuiteFeed()
-        """Each subtest's whole history, for its runs' suite evidence (`core.suite_evidence`)."""
+        """Each subtest's whole history, for its runs' suite evidence (`core.suite.evidence`)."""
 
     @classmethod
     def empty(cls, experiment_id: str, tier: str, capacity: int) -> TierState:

@@ -15,7 +15,7 @@ from schemas.run_bundle import BUNDLE_MAX_BYTES, bundle_runs
 from schemas.suites import SuiteTier
 from stream_app.core.ingest import Rejection, error_text, make_dead_letter
 from stream_app.core.keys import suite_key, tier_key
-from stream_app.core.suite_message import SuiteRun, bundles, retirements
+from stream_app.core.suite.message import SuiteRun, bundles, retirements
 from stream_app.service.exporter import Exporter
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings

@@ -224,7 +224,7 @@ def test_every_suite_message_written_is_one_of_its_contract() -> None:
     """The suite hop's messages are written compactly by the core (no model on the hot path):
     each bundle and retirement validates against `SuiteRunsMessage`, and reads back."""
     from schemas.suite_runs import SuiteRunsMessage
-    from stream_app.core.suite_message import SuiteMessage, SuiteRun, bundles
+    from stream_app.core.suite.message import SuiteMessage, SuiteRun, bundles
 
     runs = [
         SuiteRun(

@@ -13,7 +13,7 @@ import pytest
 
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import MAX_STRATA, odds_ratios
-from stream_app.core.suite_evidence import (
+from stream_app.core.suite.evidence import (
     LOG_UNIT,
     MAX_SUITES,
     SIZE,
@@ -167,7 +167,7 @@ def test_a_feed_at_its_bounds_fits_its_stated_size() -> None:
     """Names of control characters (six bytes a character stored), suites of 200 of them, and
     counts as large as they come: MAX_FEED_BYTES, which the settings check against the broker."""
     from stream_app.core.drop_detector import MAX_STRATA
-    from stream_app.core.suite_evidence import MAX_FEED_BYTES
+    from stream_app.core.suite.evidence import MAX_FEED_BYTES
 
     feed = SuiteFeed()
     for k in range(MAX_STRATA * 4):

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from stream_app.core.suite_evidence import SIZE
-from stream_app.core.suite_message import (
+from stream_app.core.suite.evidence import SIZE
+from stream_app.core.suite.message import (
     MAX_EVIDENCE_UNITS,
     SuiteMessage,
     SuiteRun,

@@ -13,17 +13,12 @@ from hypothesis import strategies as st
 
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import odds_ratios
-from stream_app.core.suite_evidence import SIZE, SuiteFeed
-from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, SuiteRun
-from stream_app.core.suite_state import (
-    HOUR_US,
-    POOLED_SHARE,
-    RUNS,
-    SPARSE_PI,
-    WINDOW_HOURS,
-    ExperimentShare,
-    SuiteState,
-)
+from stream_app.core.suite.evidence import SIZE, SuiteFeed
+from stream_app.core.suite.message import MAX_EVIDENCE_UNITS, SuiteRun
+from stream_app.core.suite.share import RUNS, ExperimentShare
+from stream_app.core.suite.state import SuiteState
+from stream_app.core.suite.statistics import POOLED_SHARE, SPARSE_PI
+from stream_app.core.suite.window import HOUR_US, WINDOW_HOURS
 from stream_app.core.window import WindowEntry
 
 DESIGN = CoreConfig().drop_design
@@ -395,8 +390,8 @@ def test_retiring_many_experiments_at_once_makes_the_statistics_again_once(
 ) -> None:
     """A worker retires thousands of idle experiments in one message: the suite makes its
     statistics again once for all of them, not once each (which took minutes at 5,000)."""
-    from stream_app.core.suite_message import SuiteMessage
-    from stream_app.core.suite_state import fold_suite_items
+    from stream_app.core.suite.message import SuiteMessage
+    from stream_app.core.suite.state import fold_suite_items
 
     state = SuiteState()
     for e in range(300):

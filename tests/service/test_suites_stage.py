@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from stream_app.core.suite_evidence import SIZE
-from stream_app.core.suite_message import SuiteMessage, SuiteRun
+from stream_app.core.suite.evidence import SIZE
+from stream_app.core.suite.message import SuiteMessage, SuiteRun
 from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.suites import SuitesStage, record_key

@@ -1,7 +1,7 @@
 """The fourth hop: each run's suite evidence and outcome into its suite's detectors and
 comparisons, all of a suite's tiers out when one changes (they are compared with its baseline).
 Its input comes from every partition of the windows hop, in an order no replay reproduces; its
-state is a function of the set of runs (core.suite_state), so it still equals `replay`.
+state is a function of the set of runs (core.suite.state), so it still equals `replay`.
 
 One record per experiment of a suite tier (its share), on the suite's partition: a suite of any
 size fits the broker's message limit, and a record that cannot be loaded (its key or its value)
@@ -16,9 +16,10 @@ from typing import Any
 
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, suite_key
-from stream_app.core.suite_message import SuiteItem, SuiteMessage
-from stream_app.core.suite_report import suite_reports
-from stream_app.core.suite_state import ExperimentShare, SuiteState, fold_suite_items
+from stream_app.core.suite.message import SuiteItem, SuiteMessage
+from stream_app.core.suite.report import suite_reports
+from stream_app.core.suite.share import ExperimentShare
+from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
 from stream_app.service.stages.table_stage import Pauses, TableStage
 

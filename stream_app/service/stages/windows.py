@@ -21,7 +21,7 @@ from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.stored_aggregate import fingerprint, stored_aggregate, with_aggregate
-from stream_app.core.suite_message import SuiteRun
+from stream_app.core.suite.message import SuiteRun
 from stream_app.core.tier_state import (
     STATE_VERSION,
     TierState,

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from schemas.common import tier_sort_key
 from schemas.suites import SuiteDifference, SuiteDrop, SuiteEstimate, SuiteTier
 from stream_app.core.drop_detector import DropDesign
-from stream_app.core.suite_state import SuiteState
+from stream_app.core.suite.state import SuiteState
 from stream_app.metrics.suite_comparison import (
     Outcomes,
     SuiteFigure,

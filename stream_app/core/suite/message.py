@@ -20,7 +20,7 @@ from schemas.suite_runs import (
     SuiteRunRow,
     SuiteRunsMessage,
 )
-from stream_app.core.suite_evidence import SIZE, Evidence
+from stream_app.core.suite.evidence import SIZE, Evidence
 
 __all__ = ["MAX_EVIDENCE_UNITS", "Retirement", "SuiteItem", "SuiteMessage", "SuiteRun"]
 

@@ -1,155 +1,36 @@
 """Has the agent got worse across its suite? The drop detectors of one `(suite, tier)`, pooled
-over the suite's experiments from each run's exact evidence (`core.suite_evidence`).
+over the suite's experiments from each run's exact evidence (`evidence`).
 
 A suite's runs come from many input partitions in an order no replay reproduces, so its state is
-a function of the *set* of runs it was given: each experiment's share (its runs' evidence summed
-per hour, in fixed point) depends on that experiment's own runs alone, and the statistics are
-computed from the shares in time order. Why and how: docs/statistics.md, 'Suites';
-docs/architecture.md, 'The suite hop'."""
+a function of the *set* of runs it was given: each experiment's share (`share`) depends on that
+experiment's own runs alone, and the statistics are computed from the shares in time order. Why
+and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
 
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
-from stream_app.core.stored_values import is_count, is_integer
-from stream_app.core.suite_evidence import LOG_UNIT, SIZE, Evidence
-from stream_app.core.suite_message import MAX_EVIDENCE_UNITS, Retirement, SuiteItem, SuiteRun
-from stream_app.metrics.suite_comparison import Outcomes
+from stream_app.core.suite.evidence import SIZE, Evidence
+from stream_app.core.suite.message import Retirement, SuiteItem, SuiteRun
+from stream_app.core.suite.share import CELL, RUNS, ExperimentShare
+from stream_app.core.suite.statistics import (
+    POOLED_SHARE,
+    accumulate,
+    change_point_weight,
+    detector_mean,
+    evidence_ratio,
+    exp_units,
+    sparse_term,
+)
+from stream_app.core.suite.window import AHEAD_HOURS, HOUR_US, WINDOW_HOURS, first_day, in_window
 
-HOUR_US: Final = 3_600_000_000
-WINDOW_DAYS: Final = 14
-"""The detectors' window: change points in each of the last 14 days."""
-WINDOW_HOURS: Final = WINDOW_DAYS * 24
-AHEAD_HOURS: Final = 24
-"""How far past the suite's clock the window reaches: a night's tasks run one after another, so
-its newest experiment is up to a day ahead of the second newest; a run dated further ahead (a
-wrong clock) counts when a second experiment comes within a day of it."""
-POOLED_SHARE: Final = 0.75
-"""The false-page budget's share of the pooled detector (every experiment fell, change points
-at every hour); the sparse one (some experiments fell, change points at every day) has the rest."""
-SPARSE_PI: Final = 0.25
-"""The share of experiments the sparse detector bets have fallen (Xie & Siegmund 2013)."""
 MIN_EXPERIMENTS: Final = 2
 """Experiments with runs in the window a suite needs to page: one is its own tier's business."""
-MAX_RETIRED_EPOCHS: Final = 4
-"""Earlier incarnations of an experiment's tier remembered, so that a late repeat of theirs is
-not taken for a new one."""
-COMPONENTS: Final = ((0, len(FALLS)), (len(FALLS), SIZE))
-"""Each detector's components of a run's evidence: pass/fail falls, then score tilts."""
-RUNS: Final = SIZE
-"""Where a cell (an hour's or a day's sums) keeps its run count, after the evidence."""
-CELL: Final = SIZE + 1
-RUNS_PER_MINUTE: Final = 1
-"""The most runs a change point weighs per minute of the period before it: the statistics' floor,
-their value with no evidence at all, stays at most a run a minute through the window and the day
-ahead (21,541 pooled, 20,161 sparse), far below either threshold, however busy the suite."""
-_MAX_LOG: Final = 700.0
-_LIMIT: Final = 2**63
-
-
-@dataclass(slots=True)
-class ExperimentShare:
-    """One experiment's share of its suite's tier, the suite table's record: its tier's
-    incarnation and the last sequence taken from it (a repeat is dropped), its runs, per hour
-    within WINDOW_HOURS of its newest their evidence summed and their count (a cell: CELL
-    numbers, the count last; `newest`: kept, not stored), and the outcomes of the runs that
-    told one (the suite's comparisons)."""
-
-    epoch: int = 0
-    retired: tuple[int, ...] = ()
-    seq: int = 0
-    runs: int = 0
-    hours: dict[int, list[int]] = field(default_factory=dict)
-    newest: int | None = field(default=None, compare=False)
-    outcomes: Outcomes = field(default_factory=Outcomes)
-
-    def takes(self, run: SuiteRun) -> bool:
-        """Whether `run` is new (then it is counted): a later sequence of the current
-        incarnation, or the first of a new one; False for a repeat or an earlier incarnation's."""
-        if run.epoch in self.retired:
-            return False
-        if self.runs:  # a history: this is a repeat, a later run or a new incarnation
-            if run.epoch == self.epoch:
-                if run.seq <= self.seq:
-                    return False
-            else:
-                self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
-        self.epoch, self.seq = run.epoch, run.seq
-        self.runs += 1
-        self.outcomes = self.outcomes.add(run.passed)
-        return True
-
-    def to_state(self) -> dict[str, Any]:
-        """JSON-able (keys in a fixed order)."""
-        o = self.outcomes
-        return {
-            "e": self.epoch,
-            "r": list(self.retired),
-            "q": self.seq,
-            "n": self.runs,
-            "h": [[h, *self.hours[h]] for h in sorted(self.hours)],
-            "o": [o.runs, o.passes, o.spread],
-        }
-
-    @classmethod
-    def from_state(cls, data: Any) -> ExperimentShare:
-        """Load `to_state`'s output; raises ValueError when it is not one some runs make."""
-        if not isinstance(data, dict) or set(data) != {"e", "r", "q", "n", "h", "o"}:
-            raise ValueError("not an experiment's share of a suite")
-        epoch, retired, seq, runs, rows = (data[k] for k in ("e", "r", "q", "n", "h"))
-        if not all(is_count(v, _LIMIT - 1) for v in (epoch, seq, runs)):
-            raise ValueError("suite share has a bad incarnation, sequence or run count")
-        if (
-            not isinstance(retired, list)
-            or len(retired) > MAX_RETIRED_EPOCHS
-            or not all(is_count(v, _LIMIT - 1) for v in retired)
-            or len(set(retired)) != len(retired)
-            or epoch in retired
-        ):
-            raise ValueError("suite share has bad earlier incarnations")
-        if not isinstance(rows, list) or len(rows) > min(runs, WINDOW_HOURS):
-            raise ValueError("suite share has more hours than runs or its window")
-        if bool(rows) != bool(runs):
-            raise ValueError("suite share has runs and no hours, or hours and no runs")
-        hours: dict[int, list[int]] = {}
-        for row in rows:
-            if (
-                not isinstance(row, list)
-                or len(row) != CELL + 1
-                or not all(is_integer(v) for v in row)
-                or not 0 <= row[0] < _LIMIT // HOUR_US
-                or row[0] in hours
-                or not 1 <= row[-1] <= runs
-                # each run's log evidence is at most MAX_EVIDENCE_UNITS, either way
-                or not all(abs(v) <= row[-1] * MAX_EVIDENCE_UNITS for v in row[1:-1])
-            ):
-                raise ValueError("suite share has a bad hour")
-            hours[row[0]] = list(row[1:])
-        if hours and max(hours) - min(hours) >= WINDOW_HOURS:
-            raise ValueError("suite share has hours outside its window")
-        if sum(cell[RUNS] for cell in hours.values()) > runs:  # ints
-            raise ValueError("suite share has more runs in its hours than in all")
-        outcomes = _outcomes(data["o"], runs)
-        newest = max(hours) if hours else None
-        return cls(epoch, tuple(retired), seq, runs, hours, newest, outcomes)
-
-    def copy(self) -> ExperimentShare:
-        """An independent copy."""
-        return ExperimentShare(
-            self.epoch,
-            self.retired,
-            self.seq,
-            self.runs,
-            {h: list(v) for h, v in self.hours.items()},
-            self.newest,
-            self.outcomes,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +128,7 @@ class SuiteState:
             self.cells[hour] = self.cells.get(hour, 0) + 1
             self._watch(experiment, 1)
         cell = (*run.evidence, 1)
-        _accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
+        accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
         if self._in_window(hour):
             self._evidence(experiment, hour, cell)
         return True
@@ -342,7 +223,7 @@ class SuiteState:
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
         """A cell's change of `experiment` at `hour` (in the window, its share's cell already
         moved) into the statistics' inputs."""
-        _accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
+        accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
         self._hour_changed(hour)
         self._sparse_changed(experiment, hour, values)
 
@@ -369,9 +250,9 @@ class SuiteState:
         if day < self._first_day():  # the window's first, partial day: pooled detector only
             return
         days = self.days.setdefault(experiment, {})
-        _accumulate(days.setdefault(day, [0] * CELL), delta)
+        accumulate(days.setdefault(day, [0] * CELL), delta)
         pending = self._pending.setdefault(experiment, {})
-        _accumulate(pending.setdefault(hour, [0] * SIZE), delta)
+        accumulate(pending.setdefault(hour, [0] * SIZE), delta)
 
     def _flush(self) -> None:
         """The pending changes into the sparse terms: first the new end hours, each starting as
@@ -403,16 +284,16 @@ class SuiteState:
         days = self.days.get(experiment, {})
         by_day: dict[int, list[int]] = {}
         for hour, delta in changes.items():
-            _accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
+            accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
         for end in self._ends[bisect.bisect_left(self._ends, min(changes)) :]:
             end_day = end // 24
             since, moved_by = [0] * SIZE, [0] * SIZE  # since j, j going down from end_day
             for h in range(end_day * 24, end + 1):
                 on_hour, change = cells.get(h), changes.get(h)
                 if on_hour is not None:
-                    _accumulate(since, on_hour)
+                    accumulate(since, on_hour)
                 if change is not None:
-                    _accumulate(moved_by, change)
+                    accumulate(moved_by, change)
             terms = self.pairs[end]
             moved: list[int] = []
             for j in range(end_day, first - 1, -1):
@@ -421,14 +302,14 @@ class SuiteState:
                     if on_day is not None or change is not None:
                         moved = []
                         if on_day is not None:
-                            _accumulate(since, on_day)
+                            accumulate(since, on_day)
                         if change is not None:
-                            _accumulate(moved_by, change)
+                            accumulate(moved_by, change)
                 if not any(moved_by):
                     continue
                 if not moved:
                     moved = [
-                        _term(v) - _term(v - d) if d else 0
+                        sparse_term(v) - sparse_term(v - d) if d else 0
                         for v, d in zip(since, moved_by, strict=True)
                     ]
                 pair = terms[j]
@@ -447,10 +328,10 @@ class SuiteState:
 
     def _first_day(self) -> int:
         assert self.top is not None
-        return self.top // 24 - WINDOW_DAYS + 1
+        return first_day(self.top)
 
     def _in_window(self, hour: int) -> bool:
-        return self.top is not None and self.top - WINDOW_HOURS < hour <= self.top + AHEAD_HOURS
+        return in_window(self.top, hour)
 
     def _rebuild(self) -> None:
         """Everything the statistics need, made again from the shares."""
@@ -471,10 +352,10 @@ class SuiteState:
             days: dict[int, list[int]] = {}
             for hour, values in share.hours.items():
                 if self._in_window(hour):
-                    _accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
+                    accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
                     self.cells[hour] = self.cells.get(hour, 0) + 1
                     if hour // 24 >= first:
-                        _accumulate(days.setdefault(hour // 24, [0] * CELL), values)
+                        accumulate(days.setdefault(hour // 24, [0] * CELL), values)
                         mine.setdefault(name, []).append((hour, values))
             self.days[name] = days
         self._ends = sorted(h for h in self.pooled if h // 24 >= first)
@@ -496,10 +377,13 @@ class SuiteState:
                     hour, values = cells[c]
                     for j in range(first, hour // 24 + 1):
                         upto.setdefault(j, list(total))
-                    _accumulate(total, values)
+                    accumulate(total, values)
                     c += 1
                 terms = {
-                    j: [_term(t - b) if t != b else 0 for t, b in zip(total, before, strict=True)]
+                    j: [
+                        sparse_term(t - b) if t != b else 0
+                        for t, b in zip(total, before, strict=True)
+                    ]
                     for j, before in upto.items()
                 }
             pairs = self.pairs[end]
@@ -521,15 +405,19 @@ class SuiteState:
         pooled = self._pooled_statistics(pooled_threshold)
         sparse = self._sparse_statistics(sparse_threshold)
         dropped = self.watched >= MIN_EXPERIMENTS and any(
-            any(_mix(r, d) >= pooled_threshold for r in pooled)
-            or any(_mix(s, d) >= sparse_threshold for s in sparse)
+            any(detector_mean(r, d) >= pooled_threshold for r in pooled)
+            or any(detector_mean(s, d) >= sparse_threshold for s in sparse)
             for d in range(len(DETECTORS))
         )
         evidence = {
             detector: round(
                 max(
-                    _ratio(_mix(pooled[-1], d) if pooled else 0.0, pooled_threshold),
-                    _ratio(_mix(sparse[-1], d) if sparse else 0.0, sparse_threshold),
+                    evidence_ratio(
+                        detector_mean(pooled[-1], d) if pooled else 0.0, pooled_threshold
+                    ),
+                    evidence_ratio(
+                        detector_mean(sparse[-1], d) if sparse else 0.0, sparse_threshold
+                    ),
                 ),
                 6,
             )
@@ -547,9 +435,9 @@ class SuiteState:
         del self._r[self._r_valid :]
         r = self._r[-1] if self._r else [0.0] * SIZE
         for k in range(self._r_valid, len(self._hours)):
-            w = _weight(self.pooled[self._hours[k - 1]][RUNS], 60) if k else 1
+            w = change_point_weight(self.pooled[self._hours[k - 1]][RUNS], 60) if k else 1
             logs = self.pooled[self._hours[k]]
-            r = [min((w + r[i]) * _exp(logs[i]), cap) for i in range(SIZE)]
+            r = [min((w + r[i]) * exp_units(logs[i]), cap) for i in range(SIZE)]
             self._r.append(r)
         self._r_valid = len(self._r)
         return self._r
@@ -573,11 +461,11 @@ class SuiteState:
             for j in range(first, end // 24 + 1):
                 if j not in day_runs:
                     continue  # no change point: its evidence since is the next day's
-                w = 1 if before is None else _weight(day_runs[before], 24 * 60)
+                w = 1 if before is None else change_point_weight(day_runs[before], 24 * 60)
                 before = j
                 pair = self.pairs[end][j]
                 for i in range(SIZE):
-                    total[i] += w * _exp(pair[i])
+                    total[i] += w * exp_units(pair[i])
             self._s.append([min(v, cap) for v in total])
         self._s_valid = len(self._s)
         return self._s
@@ -608,57 +496,6 @@ class SuiteState:
         return out
 
 
-def _outcomes(row: Any, most: int) -> Outcomes:
-    """A share's stored outcomes, of at most `most` runs; raises ValueError when no runs make
-    them (each run adds at most 1 to the spread, the first 1/4)."""
-    if not isinstance(row, list) or len(row) != 3:
-        raise ValueError("suite share's outcomes are [runs, passes, spread]")
-    runs, passes, spread = row
-    if not is_count(runs, most) or not is_count(passes, runs):
-        raise ValueError("suite share's outcomes have bad counts")
-    least = 0.25 if runs else 0.0
-    if type(spread) is not float or not least <= spread <= max(runs, least):
-        raise ValueError("suite share's outcomes have a spread no runs make")
-    return Outcomes(runs, passes, spread)
-
-
-def _term(units: int) -> int:
-    """log(1 - pi + pi e^L) of an experiment's log evidence L, floored in fixed point."""
-    log_e = min(units / LOG_UNIT, _MAX_LOG)
-    if log_e > 40:  # 1 - pi is nothing beside pi e^L
-        return math.floor((math.log(SPARSE_PI) + log_e) * LOG_UNIT)
-    return math.floor(math.log1p(SPARSE_PI * math.expm1(log_e)) * LOG_UNIT)
-
-
-def _accumulate(into: list[int], values: Evidence | list[int]) -> None:
-    """`values` into `into`, as many as it holds (a cell's evidence alone into evidence)."""
-    for i in range(len(into)):
-        into[i] += values[i]
-
-
-def _weight(runs: int, minutes: int) -> int:
-    """A change point's weight: the runs of the period with runs before it (an hour or a day of
-    `minutes`), at most RUNS_PER_MINUTE a minute, at least 1. The change point stands for a
-    change at any of those runs, so the false-page budget, counted in runs, is spent per run;
-    each run weighs in one change point at most, so a statistic's mean stays at most the runs
-    it has seen, as long as how many runs an hour brings does not depend on their outcomes
-    (failing runs that take longer break that: docs/statistics.md, 'Suites')."""
-    return max(1, min(runs, RUNS_PER_MINUTE * minutes))
-
-
-def _exp(units: int) -> float:
-    return math.exp(min(units / LOG_UNIT, _MAX_LOG))
-
-
-def _mix(values: list[float], detector: int) -> float:
-    start, end = COMPONENTS[detector]
-    return math.fsum(values[start:end]) / (end - start)
-
-
-def _ratio(statistic: float, threshold: float) -> float:
-    return min(1.0, math.log1p(statistic) / math.log1p(threshold))
-
-
 def fold_suite_items(
     items: Iterable[tuple[str, SuiteItem]],
     load: Callable[[str], SuiteState | None],
@@ -667,7 +504,7 @@ def fold_suite_items(
     """Suite items (suite key, run or retirement) into their suites, each changed one's
     detectors read once; a repeat changes nothing. Each step names the experiment whose share it
     changed (to store), None for none. The suite hop's fold; what the suite's tiers show is made
-    from the states, all tiers of a suite together (`core.suite_report`)."""
+    from the states, all tiers of a suite together (`core.suite.report`)."""
 
     def step(state: SuiteState, item: SuiteItem) -> tuple[bool, str | None]:
         experiment = item.experiment_id
