@@ -83,10 +83,10 @@ def same(a: SuiteState, b: SuiteState) -> None:
     """Equal shares, and equal statistics and status."""
     assert a.to_state() == b.to_state()
     assert a.status(DESIGN) == b.status(DESIGN)  # first: it makes what a removal left stale
-    assert a.pairs == b.pairs
+    assert a.sparse.terms == b.sparse.terms
     pooled, sparse = DESIGN.threshold / POOLED_SHARE, DESIGN.threshold / (1 - POOLED_SHARE)
-    assert a._pooled_statistics(pooled) == b._pooled_statistics(pooled)  # status's, kept
-    assert a._sparse_statistics(sparse) == b._sparse_statistics(sparse)
+    assert a.pooled_statistics(pooled) == b.pooled_statistics(pooled)  # status's, kept
+    assert a.sparse_statistics(sparse) == b.sparse_statistics(sparse)
     for state in (a, b):  # counted as they change, as a count over every share says
         assert state.runs == sum(s.runs for s in state.shares.values())
         hours = {n: sum(map(state._in_window, s.hours)) for n, s in state.shares.items()}
@@ -331,7 +331,7 @@ def test_the_statistics_are_what_their_definition_says() -> None:
         state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE, True))
     state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE, True))
     pooled, sparse = by_definition(state)
-    kept = state._pooled_statistics(1e300), state._sparse_statistics(1e300)
+    kept = state.pooled_statistics(1e300), state.sparse_statistics(1e300)
     for got, want, rel in zip(kept, (pooled, sparse), (1e-9, 1e-6), strict=True):
         assert len(got) == len(want)
         for a, b in zip(got, want, strict=True):
@@ -344,7 +344,7 @@ def test_the_statistics_are_what_their_definition_says() -> None:
                 calm.add(
                     name, SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE, True)
                 )
-    assert [r[0] for r in calm._pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
+    assert [r[0] for r in calm.pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
 
 
 def test_a_share_whose_hours_lack_their_run_count_is_refused() -> None:

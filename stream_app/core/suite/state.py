@@ -8,24 +8,22 @@ and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
-from stream_app.core.suite.evidence import SIZE, Evidence
+from stream_app.core.suite.evidence import Evidence
 from stream_app.core.suite.message import Retirement, SuiteItem, SuiteRun
-from stream_app.core.suite.share import CELL, RUNS, ExperimentShare
+from stream_app.core.suite.share import CELL, ExperimentShare
+from stream_app.core.suite.sparse import SparseStatistics
 from stream_app.core.suite.statistics import (
     POOLED_SHARE,
+    PooledStatistics,
     accumulate,
-    change_point_weight,
     detector_mean,
     evidence_ratio,
-    exp_units,
-    sparse_term,
 )
 from stream_app.core.suite.window import AHEAD_HOURS, HOUR_US, WINDOW_HOURS, first_day, in_window
 
@@ -47,54 +45,35 @@ class SuiteStatus:
 
 
 class SuiteState:
-    """One `(suite, tier)`: every experiment's share, and what the statistics need of them,
-    kept up to date run by run: the shares' evidence per hour summed, each experiment's per
-    day, and the sparse detector's terms per (end hour, change day), all within the window.
+    """One `(suite, tier)`: every experiment's share, the window's clock, and the detectors'
+    statistics kept up to date run by run (`PooledStatistics`, `SparseStatistics`: caches made
+    again from the shares whenever a removal leaves them stale).
 
-    The window is the 14 days up to the suite's clock, `top`, and the day after it: the clock
-    is the newest hour of the experiment second most recent (none with fewer than two), so that
-    no single experiment's clock, a run dated years ahead say, moves the window away from the
-    others'."""
+    The window is the 14 days up to the suite's clock, `top`, and the day after it
+    (`window`)."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
         self.top: int | None = None
+        """The suite's clock: the newest hour of the experiment second most recent."""
         self.leader: tuple[int, str] | None = None
         """The newest hour of any experiment, and that experiment."""
-        self.pooled: dict[int, list[int]] = {}
-        self.cells: dict[int, int] = {}
-        """How many experiments have evidence at each hour of `pooled`."""
-        self.days: dict[str, dict[int, list[int]]] = {}
-        self.pairs: dict[int, dict[int, list[int]]] = {}
-        """For each end hour (an hour with evidence, on the window's whole days) and change
-        day j up to its day: the experiments' sparse terms of their evidence since j, summed."""
-        self._ends: list[int] = []
-        """The end hours, in order; `_s` each one's sparse statistics, `_s_valid` how many of
-        them are up to date."""
-        self._s: list[list[float]] = []
-        self._s_valid = 0
-        self._pending: dict[str, dict[int, list[int]]] = {}
-        """Evidence moved per experiment and hour since the sparse terms were last brought up
-        to date (`_flush`)."""
-        self._hours: list[int] = []
-        """The window's hours with evidence, in order; `_r` each one's statistics after it."""
-        self._r: list[list[float]] = []
-        self._r_valid: int | None = None
-        """How many of `_r` are up to date (None: `_hours` too must be made again)."""
-        self._cap: float | None = None
-        """The cap the cached statistics were made with."""
-        self._mine: set[str] = set(self.shares)
-        """The experiments whose share and day sums this state may change in place (a copy
-        shares the others' with the state it was made from)."""
-        self._stale = True
-        """The statistics' inputs must be made again from the shares (after a removal: once
-        however many experiments a batch retires)."""
+        self.pooled = PooledStatistics()
+        self.sparse = SparseStatistics()
+        self.cap: float | None = None
+        """The cap the statistics were made with."""
         self.runs = 0
         """The runs of every share, counted as they come (not summed at each look)."""
         self.in_window: dict[str, int] = {}
         """Each experiment's hours with evidence in the window, counted as they change."""
         self.watched = 0
         """The experiments with evidence in the window (the count above 0)."""
+        self._mine: set[str] = set(self.shares)
+        """The experiments whose share and day sums this state may change in place (a copy
+        shares the others' with the state it was made from)."""
+        self._stale = True
+        """The statistics must be made again from the shares (after a removal: once however
+        many experiments a batch retires)."""
 
     # Runs in and out.
 
@@ -112,20 +91,11 @@ class SuiteState:
             return True  # counted; its evidence is older than its experiment's window
         if newest is None or hour > newest:  # the share keeps its own window
             for old in sorted(h for h in share.hours if h <= hour - WINDOW_HOURS):
-                values = share.hours.pop(old)
-                if self._in_window(old):  # a leader's, behind the suite's clock: it leaves
-                    self._watch(experiment, -1)
-                    self._evidence(experiment, old, [-v for v in values])
-                    self._day_left(experiment, share, old // 24)
-                    self.cells[old] -= 1
-                    if not self.cells[old]:
-                        del self.cells[old], self.pooled[old]
-                        self._r_valid = None
-                        self._end_left(old)
+                self._leaves(experiment, share, old)
             share.newest = hour
             self._clock(experiment, hour)
         if self._in_window(hour) and hour not in share.hours:
-            self.cells[hour] = self.cells.get(hour, 0) + 1
+            self.pooled.enter(hour)
             self._watch(experiment, 1)
         cell = (*run.evidence, 1)
         accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
@@ -133,17 +103,32 @@ class SuiteState:
             self._evidence(experiment, hour, cell)
         return True
 
+    def _leaves(self, experiment: str, share: ExperimentShare, old: int) -> None:
+        """The share's hour `old` leaves its own window (its newest moved on)."""
+        values = share.hours.pop(old)
+        if not self._in_window(old):
+            return
+        # a leader's, behind the suite's clock: it leaves the statistics too
+        self._watch(experiment, -1)
+        self._evidence(experiment, old, [-v for v in values])
+        day = old // 24
+        if not any(h // 24 == day and self._in_window(h) for h in share.hours):
+            self.sparse.day_left(experiment, day)
+        if self.pooled.leave(old):
+            self.sparse.end_left(old, self._first_day(), self.pooled.sums, self._hours_of)
+
     def _own(self, experiment: str) -> ExperimentShare:
         """The experiment's share, this state's own to change (copied if shared)."""
         share = self.shares.get(experiment)
         if share is None or experiment not in self._mine:
             share = share.copy() if share is not None else ExperimentShare()
             self.shares[experiment] = share
-            days = self.days.get(experiment)
-            if days is not None:
-                self.days[experiment] = {d: list(v) for d, v in days.items()}
+            self.sparse.own_days(experiment)
             self._mine.add(experiment)
         return share
+
+    def _hours_of(self, experiment: str) -> dict[int, list[int]]:
+        return self.shares[experiment].hours
 
     def _clock(self, experiment: str, newest: int) -> None:
         """An experiment's newest hour moved to `newest`: the leader, and the suite's clock
@@ -184,19 +169,14 @@ class SuiteState:
         self._flush()
         old = self.top
         self.top = top
-        first = self._first_day()
-        self.pooled = {h: v for h, v in self.pooled.items() if self._in_window(h)}
-        self.cells = {h: n for h, n in self.cells.items() if self._in_window(h)}
-        self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
-        self._ends = [h for h in self._ends if h // 24 >= first and self._in_window(h)]
-        self.pairs = {h: {j: v for j, v in self.pairs[h].items() if j >= first} for h in self._ends}
-        self._r_valid, self._s, self._s_valid = None, [], 0
+        self.pooled.slide(self._in_window)
+        self.sparse.slide(self._first_day(), self._in_window)
         end = old + AHEAD_HOURS  # the old window's last hour
         for name, share in list(self.shares.items()):
             if share.newest is not None and share.newest > end:
                 for hour in sorted(h for h in share.hours if h > end and self._in_window(h)):
                     self._own(name)  # its day sums, this state's to change
-                    self.cells[hour] = self.cells.get(hour, 0) + 1
+                    self.pooled.enter(hour)
                     self._evidence(name, hour, share.hours[hour])
         self._count_watched()
 
@@ -222,109 +202,13 @@ class SuiteState:
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
         """A cell's change of `experiment` at `hour` (in the window, its share's cell already
-        moved) into the statistics' inputs."""
-        accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
-        self._hour_changed(hour)
-        self._sparse_changed(experiment, hour, values)
-
-    def _day_left(self, experiment: str, share: ExperimentShare, day: int) -> None:
-        """The experiment has no evidence left on `day` in the window: the day goes from its
-        sums (it no longer counts as running there)."""
-        if not any(h // 24 == day and self._in_window(h) for h in share.hours):
-            self.days.get(experiment, {}).pop(day, None)
-
-    def _hour_changed(self, hour: int) -> None:
-        if self._r_valid is None:
-            return
-        i = bisect.bisect_left(self._hours, hour)
-        if i == len(self._hours) or self._hours[i] != hour:
-            self._hours.insert(i, hour)
-        self._r_valid = min(self._r_valid, i)
-
-    def _sparse_changed(self, experiment: str, hour: int, delta: Evidence | list[int]) -> None:
-        """An experiment's evidence at `hour` (in the window) moved by `delta`: its day sum now,
-        the sparse terms when next needed (`_flush`: once per experiment and hour changed,
-        however many runs)."""
-        assert self.top is not None
-        day = hour // 24
-        if day < self._first_day():  # the window's first, partial day: pooled detector only
-            return
-        days = self.days.setdefault(experiment, {})
-        accumulate(days.setdefault(day, [0] * CELL), delta)
-        pending = self._pending.setdefault(experiment, {})
-        accumulate(pending.setdefault(hour, [0] * SIZE), delta)
+        moved) into both detectors' inputs."""
+        self.pooled.add(hour, values)
+        self.sparse.changed(experiment, hour, values, self._first_day())
 
     def _flush(self) -> None:
-        """The pending changes into the sparse terms: first the new end hours, each starting as
-        the one before it was (no experiment has evidence between them); then each
-        experiment's terms, moved from its evidence before the changes to its evidence now."""
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, {}
-        first = self._first_day()
-        hours = sorted({h for changes in pending.values() for h in changes})
-        for hour in hours:
-            i = bisect.bisect_left(self._ends, hour)
-            if (i == len(self._ends) or self._ends[i] != hour) and hour in self.pooled:
-                before = self.pairs[self._ends[i - 1]] if i else {}
-                self.pairs[hour] = {
-                    j: list(before[j]) if j in before else [0] * SIZE
-                    for j in range(first, hour // 24 + 1)
-                }
-                self._ends.insert(i, hour)
-        start = bisect.bisect_left(self._ends, hours[0])
-        self._s_valid = min(self._s_valid, start)
-        for experiment, changes in pending.items():
-            self._move_terms(experiment, changes, first)
-
-    def _move_terms(self, experiment: str, changes: dict[int, list[int]], first: int) -> None:
-        """One experiment's terms in every end hour from its first change on, for each change
-        day j: from its evidence since j before `changes` to its evidence since j now."""
-        cells = self.shares[experiment].hours
-        days = self.days.get(experiment, {})
-        by_day: dict[int, list[int]] = {}
-        for hour, delta in changes.items():
-            accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
-        for end in self._ends[bisect.bisect_left(self._ends, min(changes)) :]:
-            end_day = end // 24
-            since, moved_by = [0] * SIZE, [0] * SIZE  # since j, j going down from end_day
-            for h in range(end_day * 24, end + 1):
-                on_hour, change = cells.get(h), changes.get(h)
-                if on_hour is not None:
-                    accumulate(since, on_hour)
-                if change is not None:
-                    accumulate(moved_by, change)
-            terms = self.pairs[end]
-            moved: list[int] = []
-            for j in range(end_day, first - 1, -1):
-                if j < end_day:
-                    on_day, change = days.get(j), by_day.get(j)
-                    if on_day is not None or change is not None:
-                        moved = []
-                        if on_day is not None:
-                            accumulate(since, on_day)
-                        if change is not None:
-                            accumulate(moved_by, change)
-                if not any(moved_by):
-                    continue
-                if not moved:
-                    moved = [
-                        sparse_term(v) - sparse_term(v - d) if d else 0
-                        for v, d in zip(since, moved_by, strict=True)
-                    ]
-                pair = terms[j]
-                for k, m in enumerate(moved):
-                    pair[k] += m
-
-    def _end_left(self, hour: int) -> None:
-        """No experiment has evidence at `hour` any more: it is no end hour (after the pending
-        changes, which may need it as the end hour before a new one)."""
-        self._flush()
-        i = bisect.bisect_left(self._ends, hour)
-        if i < len(self._ends) and self._ends[i] == hour:
-            del self._ends[i]
-            self.pairs.pop(hour, None)
-            self._s_valid = min(self._s_valid, i)
+        if self.top is not None:
+            self.sparse.flush(self._first_day(), self.pooled.sums, self._hours_of)
 
     def _first_day(self) -> int:
         assert self.top is not None
@@ -334,63 +218,28 @@ class SuiteState:
         return in_window(self.top, hour)
 
     def _rebuild(self) -> None:
-        """Everything the statistics need, made again from the shares."""
+        """The statistics and the counts, made again from the shares."""
         self._stale = False
         self.runs = sum(s.runs for s in self.shares.values())  # ints
         clocks = sorted((s.newest, n) for n, s in self.shares.items() if s.newest is not None)
         self.leader = clocks[-1] if clocks else None
         self.top = clocks[-2][0] if len(clocks) > 1 else None
-        self.pooled, self.cells, self.days, self.pairs = {}, {}, {}, {}
-        self._r_valid, self._ends, self._s, self._s_valid = None, [], [], 0
-        self._pending = {}
+        self.pooled, self.sparse = PooledStatistics(), SparseStatistics()
         self._count_watched()
         if self.top is None:
             return
         first = self._first_day()
-        mine: dict[str, list[tuple[int, list[int]]]] = {}
+        whole_days: dict[str, list[tuple[int, list[int]]]] = {}
         for name, share in self.shares.items():
-            days: dict[int, list[int]] = {}
+            own = whole_days[name] = []
             for hour, values in share.hours.items():
                 if self._in_window(hour):
-                    accumulate(self.pooled.setdefault(hour, [0] * CELL), values)
-                    self.cells[hour] = self.cells.get(hour, 0) + 1
+                    accumulate(self.pooled.sums.setdefault(hour, [0] * CELL), values)
+                    self.pooled.enter(hour)
                     if hour // 24 >= first:
-                        accumulate(days.setdefault(hour // 24, [0] * CELL), values)
-                        mine.setdefault(name, []).append((hour, values))
-            self.days[name] = days
-        self._ends = sorted(h for h in self.pooled if h // 24 >= first)
-        self.pairs = {h: {j: [0] * SIZE for j in range(first, h // 24 + 1)} for h in self._ends}
-        for cells in mine.values():
-            self._add_terms(sorted(cells), first)
-
-    def _add_terms(self, cells: list[tuple[int, list[int]]], first: int) -> None:
-        """One experiment's sparse terms (from its cells in the window, in hour order) into
-        every end hour's: they change only at its own cells, and are 0 for a change day after
-        its last one."""
-        total = [0] * SIZE  # its evidence up to the end hour
-        upto: dict[int, list[int]] = {}  # before each change day
-        terms: dict[int, list[int]] = {}
-        c = 0
-        for end in self._ends:
-            if c < len(cells) and cells[c][0] <= end:
-                while c < len(cells) and cells[c][0] <= end:
-                    hour, values = cells[c]
-                    for j in range(first, hour // 24 + 1):
-                        upto.setdefault(j, list(total))
-                    accumulate(total, values)
-                    c += 1
-                terms = {
-                    j: [
-                        sparse_term(t - b) if t != b else 0
-                        for t, b in zip(total, before, strict=True)
-                    ]
-                    for j, before in upto.items()
-                }
-            pairs = self.pairs[end]
-            for j, values in terms.items():
-                pair = pairs[j]
-                for k, v in enumerate(values):
-                    pair[k] += v
+                        own.append((hour, values))
+            own.sort()
+        self.sparse.rebuild(first, self.pooled.sums, whole_days)
 
     # The statistics.
 
@@ -400,10 +249,10 @@ class SuiteState:
         pooled_threshold = design.threshold / POOLED_SHARE
         sparse_threshold = design.threshold / (1 - POOLED_SHARE)
         cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
-        if cap != self._cap:
-            self._cap, self._r_valid, self._s_valid = cap, None, 0
-        pooled = self._pooled_statistics(pooled_threshold)
-        sparse = self._sparse_statistics(sparse_threshold)
+        if cap != self.cap:
+            self.cap, self.pooled.valid, self.sparse.valid = cap, None, 0
+        pooled = self.pooled_statistics(pooled_threshold)
+        sparse = self.sparse_statistics(sparse_threshold)
         dropped = self.watched >= MIN_EXPERIMENTS and any(
             any(detector_mean(r, d) >= pooled_threshold for r in pooled)
             or any(detector_mean(s, d) >= sparse_threshold for s in sparse)
@@ -425,50 +274,15 @@ class SuiteState:
         }
         return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
 
-    def _pooled_statistics(self, threshold: float) -> list[list[float]]:
-        """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
-        the window, in time order: R <- (w + R) exp(the hour's summed log e), the change point
-        at the hour's start weighing w, the runs of the hour with runs before it (`_weight`)."""
-        if self._r_valid is None:
-            self._hours, self._r, self._r_valid = sorted(self.pooled), [], 0
-        cap = threshold * len(FALLS)
-        del self._r[self._r_valid :]
-        r = self._r[-1] if self._r else [0.0] * SIZE
-        for k in range(self._r_valid, len(self._hours)):
-            w = change_point_weight(self.pooled[self._hours[k - 1]][RUNS], 60) if k else 1
-            logs = self.pooled[self._hours[k]]
-            r = [min((w + r[i]) * exp_units(logs[i]), cap) for i in range(SIZE)]
-            self._r.append(r)
-        self._r_valid = len(self._r)
-        return self._r
+    def pooled_statistics(self, threshold: float) -> list[list[float]]:
+        """The pooled detector's statistic after each hour with evidence in the window."""
+        return self.pooled.statistics(threshold)
 
-    def _sparse_statistics(self, threshold: float) -> list[list[float]]:
-        """Each component's sparse statistic at the end of every end hour: for each change day
-        j with runs, the product over experiments of (1 - pi + pi * their evidence since j)
-        (whose log, the experiments' terms summed, is kept per end hour and j), weighted by the
-        runs of the day with runs before j (`_weight`), summed over j."""
+    def sparse_statistics(self, threshold: float) -> list[list[float]]:
+        """The sparse detector's statistic at each end hour, the pending changes in."""
         self._flush()
-        cap = threshold * len(FALLS)
-        del self._s[self._s_valid :]
-        first = self._first_day() if self._ends else 0
-        day_runs: dict[int, int] = {}  # the runs of each of the window's whole days
-        for hour, cell in self.pooled.items():
-            if hour // 24 >= first:
-                day_runs[hour // 24] = day_runs.get(hour // 24, 0) + cell[RUNS]
-        for end in self._ends[self._s_valid :]:
-            total = [0.0] * SIZE
-            before: int | None = None  # the last day with runs before j
-            for j in range(first, end // 24 + 1):
-                if j not in day_runs:
-                    continue  # no change point: its evidence since is the next day's
-                w = 1 if before is None else change_point_weight(day_runs[before], 24 * 60)
-                before = j
-                pair = self.pairs[end][j]
-                for i in range(SIZE):
-                    total[i] += w * exp_units(pair[i])
-            self._s.append([min(v, cap) for v in total])
-        self._s_valid = len(self._s)
-        return self._s
+        first = self._first_day() if self.sparse.ends else 0
+        return self.sparse.statistics(threshold, first, self.pooled.sums)
 
     # Stored.
 
@@ -482,17 +296,12 @@ class SuiteState:
             return SuiteState({name: share.copy() for name, share in self.shares.items()})
         self._flush()
         out = SuiteState.__new__(SuiteState)
-        out._stale, out._cap = False, self._cap
-        out.shares, out.days = dict(self.shares), dict(self.days)  # shared until changed
+        out._stale, out.cap = False, self.cap
+        out.shares = dict(self.shares)  # shared until changed, with the day sums
         out._mine, self._mine = set(), set()
         out.top, out.leader = self.top, self.leader
         out.runs, out.in_window, out.watched = self.runs, dict(self.in_window), self.watched
-        out.pooled = {h: list(v) for h, v in self.pooled.items()}
-        out.cells = dict(self.cells)
-        out.pairs = {h: {j: list(v) for j, v in p.items()} for h, p in self.pairs.items()}
-        out._hours, out._r, out._r_valid = list(self._hours), list(self._r), self._r_valid
-        out._ends, out._s, out._s_valid = list(self._ends), list(self._s), self._s_valid
-        out._pending = {}
+        out.pooled, out.sparse = self.pooled.copy(), self.sparse.copy()
         return out
 
 
