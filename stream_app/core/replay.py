@@ -190,7 +190,7 @@ class Replay:
         status = self.suites[key].status(self.config.drop_design)
         last = self.suites_dropped.get(key)
         if by is None:  # a retirement: no run to page on; its time is the suite's newest
-            leader = self.suites[key].leader
+            leader = self.suites[key].clock.leader
             if status.dropped and leader is not None:
                 self.suites_dropped.setdefault(key, (leader[0] + 1) * HOUR_US - 1)
             elif not status.dropped:

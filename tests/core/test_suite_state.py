@@ -90,8 +90,8 @@ def same(a: SuiteState, b: SuiteState) -> None:
     for state in (a, b):  # counted as they change, as a count over every share says
         assert state.runs == sum(s.runs for s in state.shares.values())
         hours = {n: sum(map(state._in_window, s.hours)) for n, s in state.shares.items()}
-        assert state.in_window == {n: c for n, c in hours.items() if c}
-        assert state.watched == len(state.in_window)
+        assert state.watched.hours == {n: c for n, c in hours.items() if c}
+        assert state.watched.experiments == len(state.watched.hours)
 
 
 def test_the_state_does_not_depend_on_how_experiments_interleave() -> None:
@@ -205,7 +205,7 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
     status = alone.status(DESIGN)
     assert not status.dropped
     assert status.evidence == {"pass_rate": 0.0, "score": 0.0}
-    assert alone.top is None
+    assert alone.clock.top is None
 
 
 def test_a_share_keeps_the_outcomes_of_its_runs() -> None:
@@ -272,15 +272,15 @@ def by_definition(state: SuiteState) -> tuple[list[list[float]], list[list[float
     change point's weight, the runs of the hour (day) with runs before it at most one a minute,
     1 for the first, times the evidence since it (the sparse one: per experiment, 1 - pi + pi
     e^L)."""
-    assert state.top is not None
+    assert state.clock.top is not None
     cells = {
         (name, h): c
         for name, s in state.shares.items()
         for h, c in s.hours.items()
-        if state.top - WINDOW_HOURS < h <= state.top + 24
+        if state.clock.top - WINDOW_HOURS < h <= state.clock.top + 24
     }
     hours = sorted({h for _, h in cells})
-    first_day = state.top // 24 - 13
+    first_day = state.clock.top // 24 - 13
 
     def runs(hs: set[int] | list[int]) -> int:
         return sum(c[RUNS] for (_, h), c in cells.items() if h in hs)
@@ -426,10 +426,10 @@ def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
         state.add(run.experiment_id, run)
         paged = paged or state.status(DESIGN).dropped
     assert paged
-    assert state.leader is not None
-    assert state.leader[0] == 400 * 24
-    assert state.top is not None
-    assert state.top < 22 * 24
+    assert state.clock.leader is not None
+    assert state.clock.leader[0] == 400 * 24
+    assert state.clock.top is not None
+    assert state.clock.top < 22 * 24
 
 
 def _nats(experiment: str, seq: int, hour: int, nats: float) -> SuiteRun:
@@ -447,7 +447,7 @@ def test_a_night_of_tasks_run_one_after_another_pages_on_its_own_runs() -> None:
             assert not state.status(DESIGN).dropped  # e^12 over two hours: below the threshold
         for k in range(6):
             state.add(experiment, _nats(experiment, k + 1, hour, 1.0))
-    assert state.top == 2
+    assert state.clock.top == 2
     assert state.status(DESIGN).dropped  # e^18 over the three hours
 
 
@@ -472,5 +472,5 @@ def test_experiments_with_runs_only_in_the_windows_first_hours_are_watched() -> 
         for k in range(40):
             state.add(experiment, _nats(experiment, k + 1, partial, 2.0))
         state.add(experiment, _nats(experiment, 41, top, 0.0))
-    assert state.top == top
+    assert state.clock.top == top
     assert state.status(DESIGN).dropped

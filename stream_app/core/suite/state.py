@@ -25,7 +25,13 @@ from stream_app.core.suite.statistics import (
     detector_mean,
     evidence_ratio,
 )
-from stream_app.core.suite.window import AHEAD_HOURS, HOUR_US, WINDOW_HOURS, first_day, in_window
+from stream_app.core.suite.window import (
+    AHEAD_HOURS,
+    HOUR_US,
+    WINDOW_HOURS,
+    SuiteClock,
+    Watched,
+)
 
 MIN_EXPERIMENTS: Final = 2
 """Experiments with runs in the window a suite needs to page: one is its own tier's business."""
@@ -49,25 +55,18 @@ class SuiteState:
     statistics kept up to date run by run (`PooledStatistics`, `SparseStatistics`: caches made
     again from the shares whenever a removal leaves them stale).
 
-    The window is the 14 days up to the suite's clock, `top`, and the day after it
-    (`window`)."""
+    The window is the 14 days up to the suite's clock and the day after it (`window`)."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
-        self.top: int | None = None
-        """The suite's clock: the newest hour of the experiment second most recent."""
-        self.leader: tuple[int, str] | None = None
-        """The newest hour of any experiment, and that experiment."""
+        self.clock = SuiteClock()
         self.pooled = PooledStatistics()
         self.sparse = SparseStatistics()
         self.cap: float | None = None
         """The cap the statistics were made with."""
         self.runs = 0
         """The runs of every share, counted as they come (not summed at each look)."""
-        self.in_window: dict[str, int] = {}
-        """Each experiment's hours with evidence in the window, counted as they change."""
-        self.watched = 0
-        """The experiments with evidence in the window (the count above 0)."""
+        self.watched = Watched()
         self._mine: set[str] = set(self.shares)
         """The experiments whose share and day sums this state may change in place (a copy
         shares the others' with the state it was made from)."""
@@ -93,10 +92,15 @@ class SuiteState:
             for old in sorted(h for h in share.hours if h <= hour - WINDOW_HOURS):
                 self._leaves(experiment, share, old)
             share.newest = hour
-            self._clock(experiment, hour)
+            top = self.clock.moved(experiment, hour)
+            if top is not None:
+                if self.clock.top is None:
+                    self._rebuild()  # a second experiment: the first window
+                else:
+                    self._advance(top)
         if self._in_window(hour) and hour not in share.hours:
             self.pooled.enter(hour)
-            self._watch(experiment, 1)
+            self.watched.add(experiment, 1)
         cell = (*run.evidence, 1)
         accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
         if self._in_window(hour):
@@ -109,7 +113,7 @@ class SuiteState:
         if not self._in_window(old):
             return
         # a leader's, behind the suite's clock: it leaves the statistics too
-        self._watch(experiment, -1)
+        self.watched.add(experiment, -1)
         self._evidence(experiment, old, [-v for v in values])
         day = old // 24
         if not any(h // 24 == day and self._in_window(h) for h in share.hours):
@@ -130,24 +134,6 @@ class SuiteState:
     def _hours_of(self, experiment: str) -> dict[int, list[int]]:
         return self.shares[experiment].hours
 
-    def _clock(self, experiment: str, newest: int) -> None:
-        """An experiment's newest hour moved to `newest`: the leader, and the suite's clock
-        (the second newest hour), which may move the window."""
-        if self.leader is None:
-            self.leader = (newest, experiment)
-            return
-        hour, leader = self.leader
-        if leader == experiment:
-            self.leader = (newest, experiment)
-            return
-        second = newest
-        if newest > hour or (newest == hour and experiment > leader):
-            self.leader, second = (newest, experiment), hour
-        if self.top is None:
-            self._rebuild()  # a second experiment: the first window
-        elif second > self.top:
-            self._advance(second)
-
     def remove(self, experiment: str) -> bool:
         """Retire an experiment: its share goes, and the statistics are made again without it
         (when next needed). False when it had none."""
@@ -165,10 +151,10 @@ class SuiteState:
         """The suite's clock moves to `top`: the window slides. What leaves it goes (change
         days before its first whole day with it); then the evidence of the experiments already
         past the old window's end (the leader) comes in."""
-        assert self.top is not None
+        assert self.clock.top is not None
         self._flush()
-        old = self.top
-        self.top = top
+        old = self.clock.top
+        self.clock.top = top
         self.pooled.slide(self._in_window)
         self.sparse.slide(self._first_day(), self._in_window)
         end = old + AHEAD_HOURS  # the old window's last hour
@@ -178,27 +164,7 @@ class SuiteState:
                     self._own(name)  # its day sums, this state's to change
                     self.pooled.enter(hour)
                     self._evidence(name, hour, share.hours[hour])
-        self._count_watched()
-
-    def _watch(self, experiment: str, hours: int) -> None:
-        """`experiment` has `hours` more hours with evidence in the window (or fewer)."""
-        before = self.in_window.get(experiment, 0)
-        after = before + hours
-        if after:
-            self.in_window[experiment] = after
-        else:
-            del self.in_window[experiment]
-        self.watched += (after > 0) - (before > 0)
-
-    def _count_watched(self) -> None:
-        """Each experiment's hours in the window, counted again (the window moved: once per hour
-        of the suite's clock at most)."""
-        self.in_window = {}
-        for name, share in self.shares.items():
-            count = sum(1 for h in share.hours if self._in_window(h))  # ints
-            if count:
-                self.in_window[name] = count
-        self.watched = len(self.in_window)
+        self.watched = self._count_watched()
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
         """A cell's change of `experiment` at `hour` (in the window, its share's cell already
@@ -206,27 +172,29 @@ class SuiteState:
         self.pooled.add(hour, values)
         self.sparse.changed(experiment, hour, values, self._first_day())
 
+    def _count_watched(self) -> Watched:
+        return Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
+
     def _flush(self) -> None:
-        if self.top is not None:
+        if self.clock.top is not None:
             self.sparse.flush(self._first_day(), self.pooled.sums, self._hours_of)
 
     def _first_day(self) -> int:
-        assert self.top is not None
-        return first_day(self.top)
+        return self.clock.first_day()
 
     def _in_window(self, hour: int) -> bool:
-        return in_window(self.top, hour)
+        return self.clock.holds(hour)
 
     def _rebuild(self) -> None:
         """The statistics and the counts, made again from the shares."""
         self._stale = False
         self.runs = sum(s.runs for s in self.shares.values())  # ints
-        clocks = sorted((s.newest, n) for n, s in self.shares.items() if s.newest is not None)
-        self.leader = clocks[-1] if clocks else None
-        self.top = clocks[-2][0] if len(clocks) > 1 else None
+        self.clock = SuiteClock.of(
+            (s.newest, n) for n, s in self.shares.items() if s.newest is not None
+        )
         self.pooled, self.sparse = PooledStatistics(), SparseStatistics()
-        self._count_watched()
-        if self.top is None:
+        self.watched = self._count_watched()
+        if self.clock.top is None:
             return
         first = self._first_day()
         whole_days: dict[str, list[tuple[int, list[int]]]] = {}
@@ -253,7 +221,7 @@ class SuiteState:
             self.cap, self.pooled.valid, self.sparse.valid = cap, None, 0
         pooled = self.pooled_statistics(pooled_threshold)
         sparse = self.sparse_statistics(sparse_threshold)
-        dropped = self.watched >= MIN_EXPERIMENTS and any(
+        dropped = self.watched.experiments >= MIN_EXPERIMENTS and any(
             any(detector_mean(r, d) >= pooled_threshold for r in pooled)
             or any(detector_mean(s, d) >= sparse_threshold for s in sparse)
             for d in range(len(DETECTORS))
@@ -299,8 +267,8 @@ class SuiteState:
         out._stale, out.cap = False, self.cap
         out.shares = dict(self.shares)  # shared until changed, with the day sums
         out._mine, self._mine = set(), set()
-        out.top, out.leader = self.top, self.leader
-        out.runs, out.in_window, out.watched = self.runs, dict(self.in_window), self.watched
+        out.clock = SuiteClock(self.clock.top, self.clock.leader)
+        out.runs, out.watched = self.runs, self.watched.copy()
         out.pooled, out.sparse = self.pooled.copy(), self.sparse.copy()
         return out
 
