@@ -174,7 +174,7 @@ SUITE_LEGEND = (
     "same), over those paired;",
     "a suite's differences hold all at once. DROPPED = its detectors paged (alert "
     "SuiteTierDropped).",
-    # A suite of one experiment never pages (core.suite.state.MIN_EXPERIMENTS): its tiers' own
+    # A suite of one experiment never pages (core.suite.statistics.MIN_EXPERIMENTS): its tiers' own
     # detectors watch that experiment (TierDropped). Not imported: it would load the detectors.
     "% to a page: the larger of its detectors' evidence, 100 % pages; a suite of one experiment "
     "never pages (its tiers do).",

@@ -371,7 +371,7 @@ def test_tombstones_retire_only_the_keys_of_their_own_kind() -> None:
 def test_the_suite_legend_says_one_experiment_as_the_detectors_do() -> None:
     """The legend's "a suite of one experiment never pages" is `MIN_EXPERIMENTS` (not imported
     by the table: it would load the detectors)."""
-    from stream_app.core.suite.state import MIN_EXPERIMENTS
+    from stream_app.core.suite.statistics import MIN_EXPERIMENTS
 
     assert MIN_EXPERIMENTS == 2
     assert any("a suite of one experiment never pages" in line for line in SUITE_LEGEND)

@@ -9,10 +9,9 @@ and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
+from stream_app.core.drop_detector import FALLS, DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.suite.evidence import Evidence
 from stream_app.core.suite.message import Retirement, SuiteItem, SuiteRun
@@ -21,9 +20,9 @@ from stream_app.core.suite.sparse import SparseStatistics
 from stream_app.core.suite.statistics import (
     POOLED_SHARE,
     PooledStatistics,
+    SuiteStatus,
     accumulate,
-    detector_mean,
-    evidence_ratio,
+    read_detectors,
 )
 from stream_app.core.suite.window import (
     AHEAD_HOURS,
@@ -32,22 +31,6 @@ from stream_app.core.suite.window import (
     SuiteClock,
     Watched,
 )
-
-MIN_EXPERIMENTS: Final = 2
-"""Experiments with runs in the window a suite needs to page: one is its own tier's business."""
-
-
-@dataclass(frozen=True, slots=True)
-class SuiteStatus:
-    """What a suite's detectors show now: each detector's evidence ratio (log(1 + R) / log(1 +
-    threshold) of its pooled and its sparse statistic now, each against its own threshold, the
-    larger), whether a page is in effect (a threshold reached at any hour's or day's end in the
-    window), its experiments and runs."""
-
-    dropped: bool
-    evidence: dict[Detector, float]
-    experiments: int
-    runs: int
 
 
 class SuiteState:
@@ -214,32 +197,12 @@ class SuiteState:
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
         self._fresh()
-        pooled_threshold = design.threshold / POOLED_SHARE
-        sparse_threshold = design.threshold / (1 - POOLED_SHARE)
         cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
         if cap != self.cap:
             self.cap, self.pooled.valid, self.sparse.valid = cap, None, 0
-        pooled = self.pooled_statistics(pooled_threshold)
-        sparse = self.sparse_statistics(sparse_threshold)
-        dropped = self.watched.experiments >= MIN_EXPERIMENTS and any(
-            any(detector_mean(r, d) >= pooled_threshold for r in pooled)
-            or any(detector_mean(s, d) >= sparse_threshold for s in sparse)
-            for d in range(len(DETECTORS))
-        )
-        evidence = {
-            detector: round(
-                max(
-                    evidence_ratio(
-                        detector_mean(pooled[-1], d) if pooled else 0.0, pooled_threshold
-                    ),
-                    evidence_ratio(
-                        detector_mean(sparse[-1], d) if sparse else 0.0, sparse_threshold
-                    ),
-                ),
-                6,
-            )
-            for d, detector in enumerate(DETECTORS)
-        }
+        pooled = self.pooled_statistics(design.threshold / POOLED_SHARE)
+        sparse = self.sparse_statistics(design.threshold / (1 - POOLED_SHARE))
+        dropped, evidence = read_detectors(pooled, sparse, design, self.watched.experiments)
         return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
 
     def pooled_statistics(self, threshold: float) -> list[list[float]]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
-from stream_app.core.drop_detector import FALLS
+from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.suite.evidence import LOG_UNIT, SIZE, Evidence
 from stream_app.core.suite.share import CELL, RUNS
 
@@ -26,7 +27,48 @@ RUNS_PER_MINUTE: Final = 1
 """The most runs a change point weighs per minute of the period before it: the statistics' floor,
 their value with no evidence at all, stays at most a run a minute through the window and the day
 ahead (21,541 pooled, 20,161 sparse), far below either threshold, however busy the suite."""
+MIN_EXPERIMENTS: Final = 2
+"""Experiments with runs in the window a suite needs to page: one is its own tier's business."""
 _MAX_LOG: Final = 700.0
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteStatus:
+    """What a suite's detectors show now: each detector's evidence ratio (log(1 + R) / log(1 +
+    threshold) of its pooled and its sparse statistic now, each against its own threshold, the
+    larger), whether a page is in effect (a threshold reached at any hour's or day's end in the
+    window), its experiments and runs."""
+
+    dropped: bool
+    evidence: dict[Detector, float]
+    experiments: int
+    runs: int
+
+
+def read_detectors(
+    pooled: list[list[float]], sparse: list[list[float]], design: DropDesign, watched: int
+) -> tuple[bool, dict[Detector, float]]:
+    """Whether a page is in effect (`watched` experiments with evidence in the window, and
+    either statistic of either detector at its threshold at any end in the window), and each
+    detector's evidence ratio now."""
+    pooled_threshold = design.threshold / POOLED_SHARE
+    sparse_threshold = design.threshold / (1 - POOLED_SHARE)
+    dropped = watched >= MIN_EXPERIMENTS and any(
+        any(detector_mean(r, d) >= pooled_threshold for r in pooled)
+        or any(detector_mean(s, d) >= sparse_threshold for s in sparse)
+        for d in range(len(DETECTORS))
+    )
+    evidence = {
+        detector: round(
+            max(
+                evidence_ratio(detector_mean(pooled[-1], d) if pooled else 0.0, pooled_threshold),
+                evidence_ratio(detector_mean(sparse[-1], d) if sparse else 0.0, sparse_threshold),
+            ),
+            6,
+        )
+        for d, detector in enumerate(DETECTORS)
+    }
+    return dropped, evidence
 
 
 def sparse_term(units: int) -> int:
