@@ -14,7 +14,7 @@ from schemas.common import TIER_PATTERN
 VERSION: Final = 3
 """The only version: no release wrote another (docs/architecture.md, 'Stored formats')."""
 LOG_UNIT: Final = 2**32
-"""Evidence is log e in this fixed point (`stream_app.core.suite.evidence`)."""
+"""Fixed-point units per nat of a run's evidence (log e): sums exact in any order."""
 MAX_EVIDENCE_UNITS: Final = 1000 * LOG_UNIT
 """No run's log evidence is as large as 1000 nats: a message claiming more is not a run's."""
 EVIDENCE_SIZE: Final = 6

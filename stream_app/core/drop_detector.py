@@ -342,9 +342,8 @@ class DropState:
     @classmethod
     def from_state(cls, data: Any, design: DropDesign | None = None) -> DropState:
         """Load `to_state`'s output; raises ValueError when it is not one, or is one that no
-        history of runs makes
-        (which could page forever or never). With `design`, statistics beyond what it lets
-        them reach are refused too."""
+        history of runs makes (which could page forever or never). With `design`, statistics
+        beyond what it lets them reach are refused too."""
         if not isinstance(data, dict):
             raise ValueError("drop state is not an object")
         dropped = data.get("d")

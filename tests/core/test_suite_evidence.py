@@ -11,10 +11,10 @@ import statistics
 
 import pytest
 
+from schemas.suite_runs import LOG_UNIT
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import MAX_STRATA, odds_ratios
 from stream_app.core.suite.evidence import (
-    LOG_UNIT,
     MAX_SUITES,
     SIZE,
     SubtestHistory,

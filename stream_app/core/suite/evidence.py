@@ -17,12 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from schemas.suite_runs import LOG_UNIT
 from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS
 from stream_app.core.stored_values import is_count, name_bytes
 from stream_app.core.window import WindowEntry
 
-LOG_UNIT: Final = 2**32
-"""Fixed-point units per nat of a run's evidence: sums exact in any order."""
 TILT_UNIT: Final = 2**40
 """Fixed-point units of exp(-lam s): a subtest's tilt sums are exact integers."""
 SCORE_TILTS: Final = (2.0, 5.0, 12.0)

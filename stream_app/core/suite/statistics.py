@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from schemas.suite_runs import LOG_UNIT
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
-from stream_app.core.suite.evidence import LOG_UNIT, SIZE, Evidence
+from stream_app.core.suite.evidence import SIZE, Evidence
 from stream_app.core.suite.share import CELL, RUNS
 
 POOLED_SHARE: Final = 0.75
