@@ -21,7 +21,6 @@ from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.stored_aggregate import fingerprint, stored_aggregate, with_aggregate
-from stream_app.core.suite.message import SuiteRun
 from stream_app.core.tier_state import (
     STATE_VERSION,
     TierState,
@@ -33,6 +32,7 @@ from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
+from stream_app.service.stages.suite_forwarding import SuiteForwarding
 from stream_app.service.stages.table_stage import Pauses, TableStage
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class WindowsStage(TableStage[TierState]):
         await self.settle(folded, lambda i: run_record(*sources[i]))
         pending: list[Awaitable[Any]] = []
         added: dict[str, list[int]] = {}  # completed_at of each added run, per key
-        suite_runs: dict[tuple[str, str], list[SuiteRun]] = {}
+        forwarding = SuiteForwarding(self.outputs)
         for key, steps in folded.steps.items():
             for index, step in steps:
                 if step.outcome is not AddOutcome.ADDED:
@@ -148,9 +148,7 @@ class WindowsStage(TableStage[TierState]):
                 if step.grade_change is not None:
                     pending.append(await self.outputs.grade_change(step.grade_change))
                 if step.suite_run is not None and key in folded.states:
-                    suite_runs.setdefault((step.suite, split_tier_key(key)[1]), []).append(
-                        step.suite_run
-                    )
+                    forwarding.run(step.suite, split_tier_key(key)[1], step.suite_run)
                 if step.page is not None:  # the gauge pages; the log says which run did it
                     log.warning(
                         "%s dropped: the %s detector paged on run %r",
@@ -158,8 +156,7 @@ class WindowsStage(TableStage[TierState]):
                         step.page.replace("_", " "),
                         runs[index][1].run_id,
                     )
-        for (suite, tier), forwarded in suite_runs.items():
-            pending += await self.outputs.suite_runs(suite, tier, forwarded)
+        pending += await forwarding.send()
         if pending:  # acknowledged before the states that record them are written
             await asyncio.gather(*pending)
         for key, state in folded.states.items():
@@ -288,14 +285,12 @@ class WindowsStage(TableStage[TierState]):
             for key, raw in self.table.items()
             if raw is not None and self.experiment_of(key.decode()) in retiring
         ]
-        suites: dict[tuple[str, str], list[str]] = {}
+        forwarding = SuiteForwarding(self.outputs)
         for key in keys:
             experiment_id, tier = split_tier_key(key.decode())
             await self.outputs.retire_tier(experiment_id, tier)
-            for suite in self._suites_of(key):
-                suites.setdefault((suite, tier), []).append(experiment_id)
-        for (suite, tier), experiments in sorted(suites.items()):
-            await self.outputs.retire_from_suite(suite, tier, experiments)
+            forwarding.retire(self._suites_of(key), tier, experiment_id)
+        await forwarding.send()
         await self.outputs.confirm()
         if self.generation != generation:
             return []
