@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import odds_ratios
+from stream_app.core.suite.arithmetic import POOLED_SHARE, SPARSE_PI
 from stream_app.core.suite.evidence import SIZE, SuiteFeed
 from stream_app.core.suite.message import MAX_EVIDENCE_UNITS, SuiteRun
 from stream_app.core.suite.share import RUNS, ExperimentShare
 from stream_app.core.suite.state import SuiteState
-from stream_app.core.suite.statistics import POOLED_SHARE, SPARSE_PI
 from stream_app.core.suite.window import HOUR_US, WINDOW_HOURS
 from stream_app.core.window import WindowEntry
 
@@ -83,7 +83,7 @@ def same(a: SuiteState, b: SuiteState) -> None:
     """Equal shares, and equal statistics and status."""
     assert a.to_state() == b.to_state()
     assert a.status(DESIGN) == b.status(DESIGN)  # first: it makes what a removal left stale
-    assert a.sparse.terms == b.sparse.terms
+    assert a.statistics.sparse.terms == b.statistics.sparse.terms
     pooled, sparse = DESIGN.threshold / POOLED_SHARE, DESIGN.threshold / (1 - POOLED_SHARE)
     assert a.pooled_statistics(pooled) == b.pooled_statistics(pooled)  # status's, kept
     assert a.sparse_statistics(sparse) == b.sparse_statistics(sparse)

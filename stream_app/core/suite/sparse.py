@@ -10,9 +10,14 @@ import bisect
 from collections.abc import Callable, Mapping
 
 from stream_app.core.drop_detector import FALLS
+from stream_app.core.suite.arithmetic import (
+    accumulate,
+    change_point_weight,
+    exp_units,
+    sparse_term,
+)
 from stream_app.core.suite.evidence import SIZE, Evidence
 from stream_app.core.suite.share import CELL, RUNS
-from stream_app.core.suite.statistics import accumulate, change_point_weight, exp_units, sparse_term
 
 Cells = dict[int, list[int]]
 """Sums per hour (or per day): the evidence, then the run count (a cell)."""

@@ -11,19 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from stream_app.core.drop_detector import FALLS, DropDesign
+from stream_app.core.drop_detector import DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
+from stream_app.core.suite.arithmetic import accumulate
 from stream_app.core.suite.evidence import Evidence
 from stream_app.core.suite.message import Retirement, SuiteItem, SuiteRun
 from stream_app.core.suite.share import CELL, ExperimentShare
-from stream_app.core.suite.sparse import SparseStatistics
-from stream_app.core.suite.statistics import (
-    POOLED_SHARE,
-    PooledStatistics,
-    SuiteStatus,
-    accumulate,
-    read_detectors,
-)
+from stream_app.core.suite.statistics import SuiteStatistics, SuiteStatus
 from stream_app.core.suite.window import (
     AHEAD_HOURS,
     HOUR_US,
@@ -35,18 +29,15 @@ from stream_app.core.suite.window import (
 
 class SuiteState:
     """One `(suite, tier)`: every experiment's share, the window's clock, and the detectors'
-    statistics kept up to date run by run (`PooledStatistics`, `SparseStatistics`: caches made
-    again from the shares whenever a removal leaves them stale).
+    statistics kept up to date run by run (`SuiteStatistics`: a cache made again from the shares
+    whenever a removal leaves it stale).
 
     The window is the 14 days up to the suite's clock and the day after it (`window`)."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
         self.clock = SuiteClock()
-        self.pooled = PooledStatistics()
-        self.sparse = SparseStatistics()
-        self.cap: float | None = None
-        """The cap the statistics were made with."""
+        self.statistics = SuiteStatistics()
         self.runs = 0
         """The runs of every share, counted as they come (not summed at each look)."""
         self.watched = Watched()
@@ -82,7 +73,7 @@ class SuiteState:
                 else:
                     self._advance(top)
         if self._in_window(hour) and hour not in share.hours:
-            self.pooled.enter(hour)
+            self.statistics.pooled.enter(hour)
             self.watched.add(experiment, 1)
         cell = (*run.evidence, 1)
         accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
@@ -99,10 +90,8 @@ class SuiteState:
         self.watched.add(experiment, -1)
         self._evidence(experiment, old, [-v for v in values])
         day = old // 24
-        if not any(h // 24 == day and self._in_window(h) for h in share.hours):
-            self.sparse.day_left(experiment, day)
-        if self.pooled.leave(old):
-            self.sparse.end_left(old, self._first_day(), self.pooled.sums, self._hours_of)
+        day_left = not any(h // 24 == day and self._in_window(h) for h in share.hours)
+        self.statistics.hour_left(experiment, old, day_left, self._first_day(), self._hours_of)
 
     def _own(self, experiment: str) -> ExperimentShare:
         """The experiment's share, this state's own to change (copied if shared)."""
@@ -110,7 +99,7 @@ class SuiteState:
         if share is None or experiment not in self._mine:
             share = share.copy() if share is not None else ExperimentShare()
             self.shares[experiment] = share
-            self.sparse.own_days(experiment)
+            self.statistics.sparse.own_days(experiment)
             self._mine.add(experiment)
         return share
 
@@ -138,29 +127,27 @@ class SuiteState:
         self._flush()
         old = self.clock.top
         self.clock.top = top
-        self.pooled.slide(self._in_window)
-        self.sparse.slide(self._first_day(), self._in_window)
+        self.statistics.slide(self._first_day(), self._in_window)
         end = old + AHEAD_HOURS  # the old window's last hour
         for name, share in list(self.shares.items()):
             if share.newest is not None and share.newest > end:
                 for hour in sorted(h for h in share.hours if h > end and self._in_window(h)):
                     self._own(name)  # its day sums, this state's to change
-                    self.pooled.enter(hour)
+                    self.statistics.pooled.enter(hour)
                     self._evidence(name, hour, share.hours[hour])
         self.watched = self._count_watched()
 
     def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
         """A cell's change of `experiment` at `hour` (in the window, its share's cell already
         moved) into both detectors' inputs."""
-        self.pooled.add(hour, values)
-        self.sparse.changed(experiment, hour, values, self._first_day())
+        self.statistics.evidence(experiment, hour, values, self._first_day())
 
     def _count_watched(self) -> Watched:
         return Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
 
     def _flush(self) -> None:
         if self.clock.top is not None:
-            self.sparse.flush(self._first_day(), self.pooled.sums, self._hours_of)
+            self.statistics.flush(self._first_day(), self._hours_of)
 
     def _first_day(self) -> int:
         return self.clock.first_day()
@@ -175,45 +162,28 @@ class SuiteState:
         self.clock = SuiteClock.of(
             (s.newest, n) for n, s in self.shares.items() if s.newest is not None
         )
-        self.pooled, self.sparse = PooledStatistics(), SparseStatistics()
+        self.statistics = SuiteStatistics.of(self.shares, self.clock)
         self.watched = self._count_watched()
-        if self.clock.top is None:
-            return
-        first = self._first_day()
-        whole_days: dict[str, list[tuple[int, list[int]]]] = {}
-        for name, share in self.shares.items():
-            own = whole_days[name] = []
-            for hour, values in share.hours.items():
-                if self._in_window(hour):
-                    accumulate(self.pooled.sums.setdefault(hour, [0] * CELL), values)
-                    self.pooled.enter(hour)
-                    if hour // 24 >= first:
-                        own.append((hour, values))
-            own.sort()
-        self.sparse.rebuild(first, self.pooled.sums, whole_days)
 
     # The statistics.
 
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
         self._fresh()
-        cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
-        if cap != self.cap:
-            self.cap, self.pooled.valid, self.sparse.valid = cap, None, 0
-        pooled = self.pooled_statistics(design.threshold / POOLED_SHARE)
-        sparse = self.sparse_statistics(design.threshold / (1 - POOLED_SHARE))
-        dropped, evidence = read_detectors(pooled, sparse, design, self.watched.experiments)
+        first = self._first_day() if self.clock.top is not None else None
+        dropped, evidence = self.statistics.read(
+            design, first, self._hours_of, self.watched.experiments
+        )
         return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
 
     def pooled_statistics(self, threshold: float) -> list[list[float]]:
         """The pooled detector's statistic after each hour with evidence in the window."""
-        return self.pooled.statistics(threshold)
+        return self.statistics.pooled_values(threshold)
 
     def sparse_statistics(self, threshold: float) -> list[list[float]]:
-        """The sparse detector's statistic at each end hour, the pending changes in."""
-        self._flush()
-        first = self._first_day() if self.sparse.ends else 0
-        return self.sparse.statistics(threshold, first, self.pooled.sums)
+        """The sparse detector's statistic at each end hour."""
+        first = self._first_day() if self.clock.top is not None else None
+        return self.statistics.sparse_values(threshold, first, self._hours_of)
 
     # Stored.
 
@@ -227,12 +197,12 @@ class SuiteState:
             return SuiteState({name: share.copy() for name, share in self.shares.items()})
         self._flush()
         out = SuiteState.__new__(SuiteState)
-        out._stale, out.cap = False, self.cap
+        out._stale = False
         out.shares = dict(self.shares)  # shared until changed, with the day sums
         out._mine, self._mine = set(), set()
         out.clock = SuiteClock(self.clock.top, self.clock.leader)
         out.runs, out.watched = self.runs, self.watched.copy()
-        out.pooled, out.sparse = self.pooled.copy(), self.sparse.copy()
+        out.statistics = self.statistics.copy()
         return out
 
 

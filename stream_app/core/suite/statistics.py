@@ -1,36 +1,29 @@
-"""The suite detectors' arithmetic (the sparse detector's term of an experiment's evidence, the
-weight of a change point, a detector's statistic read against its threshold) and the pooled
-detector's statistics (`PooledStatistics`); the sparse detector's are in `sparse`. Both are
-caches: `state.SuiteState` makes them again from the shares whenever it must. docs/statistics.md,
-'Suites'."""
+"""The suite tier's detectors as one cache, made again from the shares whenever a removal leaves
+it stale: the pooled detector's (`pooled`) and the sparse detector's (`sparse`) inputs and
+statistics, kept up to date cell by cell; and what they show (`SuiteStatus`).
+docs/statistics.md, 'Suites'."""
 
 from __future__ import annotations
 
-import bisect
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
-from schemas.suite_runs import LOG_UNIT
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
-from stream_app.core.suite.evidence import SIZE, Evidence
-from stream_app.core.suite.share import CELL, RUNS
+from stream_app.core.suite.arithmetic import (
+    POOLED_SHARE,
+    accumulate,
+    detector_mean,
+    evidence_ratio,
+)
+from stream_app.core.suite.evidence import Evidence
+from stream_app.core.suite.pooled import PooledStatistics
+from stream_app.core.suite.share import CELL, ExperimentShare
+from stream_app.core.suite.sparse import HoursOf, SparseStatistics
+from stream_app.core.suite.window import SuiteClock
 
-POOLED_SHARE: Final = 0.75
-"""The false-page budget's share of the pooled detector (every experiment fell, change points
-at every hour); the sparse one (some experiments fell, change points at every day) has the rest."""
-SPARSE_PI: Final = 0.25
-"""The share of experiments the sparse detector bets have fallen (Xie & Siegmund 2013)."""
-COMPONENTS: Final = ((0, len(FALLS)), (len(FALLS), SIZE))
-"""Each detector's components of a run's evidence: pass/fail falls, then score tilts."""
-RUNS_PER_MINUTE: Final = 1
-"""The most runs a change point weighs per minute of the period before it: the statistics' floor,
-their value with no evidence at all, stays at most a run a minute through the window and the day
-ahead (21,541 pooled, 20,161 sparse), far below either threshold, however busy the suite."""
 MIN_EXPERIMENTS: Final = 2
 """Experiments with runs in the window a suite needs to page: one is its own tier's business."""
-_MAX_LOG: Final = 700.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,114 +65,85 @@ def read_detectors(
     return dropped, evidence
 
 
-def sparse_term(units: int) -> int:
-    """log(1 - pi + pi e^L) of an experiment's log evidence L, floored in fixed point."""
-    log_e = min(units / LOG_UNIT, _MAX_LOG)
-    if log_e > 40:  # 1 - pi is nothing beside pi e^L
-        return math.floor((math.log(SPARSE_PI) + log_e) * LOG_UNIT)
-    return math.floor(math.log1p(SPARSE_PI * math.expm1(log_e)) * LOG_UNIT)
+@dataclass(slots=True)
+class SuiteStatistics:
+    """Both detectors' inputs and statistics, and the cap they were made with."""
 
+    pooled: PooledStatistics = field(default_factory=PooledStatistics)
+    sparse: SparseStatistics = field(default_factory=SparseStatistics)
+    cap: float | None = None
 
-def accumulate(into: list[int], values: Evidence | list[int]) -> None:
-    """`values` into `into`, as many as it holds (a cell's evidence alone into evidence)."""
-    for i in range(len(into)):
-        into[i] += values[i]
-
-
-def change_point_weight(runs: int, minutes: int) -> int:
-    """A change point's weight: the runs of the period with runs before it (an hour or a day of
-    `minutes`), at most RUNS_PER_MINUTE a minute, at least 1. The change point stands for a
-    change at any of those runs, so the false-page budget, counted in runs, is spent per run;
-    each run weighs in one change point at most, so a statistic's mean stays at most the runs
-    it has seen, as long as how many runs an hour brings does not depend on their outcomes
-    (failing runs that take longer break that: docs/statistics.md, 'Suites')."""
-    return max(1, min(runs, RUNS_PER_MINUTE * minutes))
-
-
-def exp_units(units: int) -> float:
-    """The exponential of a log in LOG_UNIT fixed point (at most e^700: it stays finite)."""
-    return math.exp(min(units / LOG_UNIT, _MAX_LOG))
-
-
-def detector_mean(values: list[float], detector: int) -> float:
-    """A detector's statistic: the mean of its components' (its falls', or its tilts')."""
-    start, end = COMPONENTS[detector]
-    return math.fsum(values[start:end]) / (end - start)
-
-
-def evidence_ratio(statistic: float, threshold: float) -> float:
-    """log(1 + statistic) over log(1 + threshold), at most 1: how near a page it is."""
-    return min(1.0, math.log1p(statistic) / math.log1p(threshold))
-
-
-class PooledStatistics:
-    """The pooled detector's inputs (every experiment fell, the change at any hour of the
-    window): the window's evidence summed per hour over its experiments, and how many
-    experiments have some at each hour; and its statistic after each of those hours."""
-
-    def __init__(self) -> None:
-        self.sums: dict[int, list[int]] = {}
-        """Per hour with evidence in the window: the experiments' cells summed."""
-        self.experiments: dict[int, int] = {}
-        """Per hour of `sums`: how many experiments have evidence there."""
-        self.hours: list[int] = []
-        """The hours of `sums` in order, for `values`."""
-        self.values: list[list[float]] = []
-        """The statistic after each hour, up to `valid` of them."""
-        self.valid: int | None = None
-        """How many `values` are up to date (None: `hours` too must be made again)."""
-
-    def add(self, hour: int, values: Evidence | list[int]) -> None:
-        """A cell's change at `hour` (in the window) into its sum."""
-        accumulate(self.sums.setdefault(hour, [0] * CELL), values)
-        if self.valid is None:
-            return
-        i = bisect.bisect_left(self.hours, hour)
-        if i == len(self.hours) or self.hours[i] != hour:
-            self.hours.insert(i, hour)
-        self.valid = min(self.valid, i)
-
-    def enter(self, hour: int) -> None:
-        """One more experiment has evidence at `hour`."""
-        self.experiments[hour] = self.experiments.get(hour, 0) + 1
-
-    def leave(self, hour: int) -> bool:
-        """One experiment fewer has evidence at `hour`; True when none is left (the hour goes)."""
-        self.experiments[hour] -= 1
-        if self.experiments[hour]:
-            return False
-        del self.experiments[hour], self.sums[hour]
-        self.valid = None
-        return True
-
-    def slide(self, kept: Callable[[int], bool]) -> None:
-        """The window moved: the hours not `kept` go."""
-        self.sums = {h: v for h, v in self.sums.items() if kept(h)}
-        self.experiments = {h: n for h, n in self.experiments.items() if kept(h)}
-        self.valid = None
-
-    def statistics(self, threshold: float) -> list[list[float]]:
-        """Each component's Shiryaev-Roberts statistic at the end of every hour with evidence in
-        the window, in time order: R <- (w + R) exp(the hour's summed log e), the change point
-        at the hour's start weighing w, the runs of the hour with runs before it
-        (`change_point_weight`)."""
-        if self.valid is None:
-            self.hours, self.values, self.valid = sorted(self.sums), [], 0
-        cap = threshold * len(FALLS)
-        del self.values[self.valid :]
-        r = self.values[-1] if self.values else [0.0] * SIZE
-        for k in range(self.valid, len(self.hours)):
-            w = change_point_weight(self.sums[self.hours[k - 1]][RUNS], 60) if k else 1
-            logs = self.sums[self.hours[k]]
-            r = [min((w + r[i]) * exp_units(logs[i]), cap) for i in range(SIZE)]
-            self.values.append(r)
-        self.valid = len(self.values)
-        return self.values
-
-    def copy(self) -> PooledStatistics:
-        """An independent copy."""
-        out = PooledStatistics()
-        out.sums = {h: list(v) for h, v in self.sums.items()}
-        out.experiments = dict(self.experiments)
-        out.hours, out.values, out.valid = list(self.hours), list(self.values), self.valid
+    @classmethod
+    def of(cls, shares: Mapping[str, ExperimentShare], clock: SuiteClock) -> SuiteStatistics:
+        """Made from the shares' hours in the window of `clock`."""
+        out = cls()
+        if clock.top is None:
+            return out
+        first = clock.first_day()
+        whole_days: dict[str, list[tuple[int, list[int]]]] = {}
+        for name, share in shares.items():
+            own = whole_days[name] = []
+            for hour, values in share.hours.items():
+                if clock.holds(hour):
+                    accumulate(out.pooled.sums.setdefault(hour, [0] * CELL), values)
+                    out.pooled.enter(hour)
+                    if hour // 24 >= first:
+                        own.append((hour, values))
+            own.sort()
+        out.sparse.rebuild(first, out.pooled.sums, whole_days)
         return out
+
+    def evidence(
+        self, experiment: str, hour: int, values: Evidence | list[int], first: int
+    ) -> None:
+        """A cell's change of `experiment` at `hour` (in the window) into both detectors."""
+        self.pooled.add(hour, values)
+        self.sparse.changed(experiment, hour, values, first)
+
+    def hour_left(
+        self, experiment: str, hour: int, day_left: bool, first: int, hours_of: HoursOf
+    ) -> None:
+        """`experiment`'s evidence at `hour` (in the window, already taken out) is gone; with
+        `day_left`, it has none left on that day."""
+        if day_left:
+            self.sparse.day_left(experiment, hour // 24)
+        if self.pooled.leave(hour):
+            self.sparse.end_left(hour, first, self.pooled.sums, hours_of)
+
+    def flush(self, first: int, hours_of: HoursOf) -> None:
+        """The sparse detector's pending changes in."""
+        self.sparse.flush(first, self.pooled.sums, hours_of)
+
+    def slide(self, first: int, holds: Callable[[int], bool]) -> None:
+        """The window moved (the pending changes already in)."""
+        self.pooled.slide(holds)
+        self.sparse.slide(first, holds)
+
+    def read(
+        self, design: DropDesign, first: int | None, hours_of: HoursOf, watched: int
+    ) -> tuple[bool, dict[Detector, float]]:
+        """Whether a page is in effect, and each detector's evidence ratio (`first`: the
+        window's first whole day; None without a window)."""
+        cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
+        if cap != self.cap:
+            self.cap, self.pooled.valid, self.sparse.valid = cap, None, 0
+        pooled = self.pooled_values(design.threshold / POOLED_SHARE)
+        sparse = self.sparse_values(design.threshold / (1 - POOLED_SHARE), first, hours_of)
+        return read_detectors(pooled, sparse, design, watched)
+
+    def pooled_values(self, threshold: float) -> list[list[float]]:
+        """The pooled detector's statistic after each hour with evidence in the window."""
+        return self.pooled.statistics(threshold)
+
+    def sparse_values(
+        self, threshold: float, first: int | None, hours_of: HoursOf
+    ) -> list[list[float]]:
+        """The sparse detector's statistic at each end hour, the pending changes in."""
+        if first is not None:
+            self.flush(first, hours_of)
+        start = first if first is not None and self.sparse.ends else 0
+        return self.sparse.statistics(threshold, start, self.pooled.sums)
+
+    def copy(self) -> SuiteStatistics:
+        """A copy (after a `flush`), sharing the sparse detector's day sums until owned."""
+        return SuiteStatistics(self.pooled.copy(), self.sparse.copy(), self.cap)
