@@ -86,7 +86,8 @@ def summary(lint: int, seconds: float) -> list[str]:
         lines.append(f"{what} on {name}: {found[0]} passed, {found[1]} failed, {found[2]} skipped")
         totals = [a + b for a, b in zip(totals, found, strict=True)]
     lines.append(f"suite: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
-    lines.append(f"the three runs side by side: {seconds // 60:.0f} min {seconds % 60:.0f} s")
+    minutes, whole = divmod(round(seconds), 60)  # 479.6 s is 8 min 0 s, not 7 min 60 s
+    lines.append(f"the three runs side by side: {minutes} min {whole} s")
     return lines
 
 
