@@ -82,47 +82,14 @@ class SparseStatistics:
                 self.ends.insert(i, hour)
         self.valid = min(self.valid, bisect.bisect_left(self.ends, hours[0]))
         for experiment, changes in pending.items():
-            self._move_terms(experiment, changes, first, hours_of(experiment))
-
-    def _move_terms(
-        self, experiment: str, changes: dict[int, list[int]], first: int, cells: Cells
-    ) -> None:
-        """One experiment's terms in every end hour from its first change on, for each change
-        day j: from its evidence since j before `changes` to its evidence since j now."""
-        days = self.days.get(experiment, {})
-        by_day: dict[int, list[int]] = {}
-        for hour, delta in changes.items():
-            accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
-        for end in self.ends[bisect.bisect_left(self.ends, min(changes)) :]:
-            end_day = end // 24
-            since, moved_by = [0] * SIZE, [0] * SIZE  # since j, j going down from end_day
-            for h in range(end_day * 24, end + 1):
-                on_hour, change = cells.get(h), changes.get(h)
-                if on_hour is not None:
-                    accumulate(since, on_hour)
-                if change is not None:
-                    accumulate(moved_by, change)
-            terms = self.terms[end]
-            moved: list[int] = []
-            for j in range(end_day, first - 1, -1):
-                if j < end_day:
-                    on_day, change = days.get(j), by_day.get(j)
-                    if on_day is not None or change is not None:
-                        moved = []
-                        if on_day is not None:
-                            accumulate(since, on_day)
-                        if change is not None:
-                            accumulate(moved_by, change)
-                if not any(moved_by):
-                    continue
-                if not moved:
-                    moved = [
-                        sparse_term(v) - sparse_term(v - d) if d else 0
-                        for v, d in zip(since, moved_by, strict=True)
-                    ]
-                pair = terms[j]
-                for k, m in enumerate(moved):
-                    pair[k] += m
+            move_terms(
+                self.terms,
+                self.ends,
+                changes,
+                first,
+                cells=hours_of(experiment),
+                days=self.days.get(experiment, {}),
+            )
 
     def end_left(self, hour: int, first: int, pooled: Cells, hours_of: HoursOf) -> None:
         """No experiment has evidence at `hour` any more: it is no end hour (after the pending
@@ -156,36 +123,7 @@ class SparseStatistics:
         self.values, self.valid, self.pending = [], 0, {}
         for own in cells.values():
             if own:
-                self._add_terms(own, first)
-
-    def _add_terms(self, cells: list[tuple[int, list[int]]], first: int) -> None:
-        """One experiment's terms (from its cells in the window, in hour order) into every end
-        hour's: they change only at its own cells, and are 0 for a change day after its last
-        one."""
-        total = [0] * SIZE  # its evidence up to the end hour
-        upto: dict[int, list[int]] = {}  # before each change day
-        terms: dict[int, list[int]] = {}
-        c = 0
-        for end in self.ends:
-            if c < len(cells) and cells[c][0] <= end:
-                while c < len(cells) and cells[c][0] <= end:
-                    hour, values = cells[c]
-                    for j in range(first, hour // 24 + 1):
-                        upto.setdefault(j, list(total))
-                    accumulate(total, values)
-                    c += 1
-                terms = {
-                    j: [
-                        sparse_term(t - b) if t != b else 0
-                        for t, b in zip(total, before, strict=True)
-                    ]
-                    for j, before in upto.items()
-                }
-            pairs = self.terms[end]
-            for j, values in terms.items():
-                pair = pairs[j]
-                for k, v in enumerate(values):
-                    pair[k] += v
+                add_terms(self.terms, self.ends, own, first)
 
     def statistics(self, threshold: float, first: int, pooled: Cells) -> list[list[float]]:
         """Each component's statistic at the end of every end hour: for each change day j with
@@ -221,3 +159,82 @@ class SparseStatistics:
         out.terms = {h: {j: list(v) for j, v in p.items()} for h, p in self.terms.items()}
         out.ends, out.values, out.valid = list(self.ends), list(self.values), self.valid
         return out
+
+
+def move_terms(
+    terms: dict[int, dict[int, list[int]]],
+    ends: list[int],
+    changes: dict[int, list[int]],
+    first: int,
+    *,
+    cells: Cells,
+    days: Cells,
+) -> None:
+    """One experiment's terms in every end hour of `ends` from its first change on, for each
+    change day j: from its evidence since j before `changes` to its evidence since j now
+    (`cells`, `days`: its evidence per hour and per day, the changes in)."""
+    by_day: dict[int, list[int]] = {}
+    for hour, delta in changes.items():
+        accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
+    for end in ends[bisect.bisect_left(ends, min(changes)) :]:
+        end_day = end // 24
+        since, moved_by = [0] * SIZE, [0] * SIZE  # since j, j going down from end_day
+        for h in range(end_day * 24, end + 1):
+            on_hour, change = cells.get(h), changes.get(h)
+            if on_hour is not None:
+                accumulate(since, on_hour)
+            if change is not None:
+                accumulate(moved_by, change)
+        sums = terms[end]
+        moved: list[int] = []
+        for j in range(end_day, first - 1, -1):
+            if j < end_day:
+                on_day, change = days.get(j), by_day.get(j)
+                if on_day is not None or change is not None:
+                    moved = []
+                    if on_day is not None:
+                        accumulate(since, on_day)
+                    if change is not None:
+                        accumulate(moved_by, change)
+            if not any(moved_by):
+                continue
+            if not moved:
+                moved = [
+                    sparse_term(v) - sparse_term(v - d) if d else 0
+                    for v, d in zip(since, moved_by, strict=True)
+                ]
+            pair = sums[j]
+            for k, m in enumerate(moved):
+                pair[k] += m
+
+
+def add_terms(
+    terms: dict[int, dict[int, list[int]]],
+    ends: list[int],
+    cells: list[tuple[int, list[int]]],
+    first: int,
+) -> None:
+    """One experiment's terms (from its cells in the window, in hour order) into every end
+    hour's of `ends`: they change only at its own cells, and are 0 for a change day after its
+    last one."""
+    total = [0] * SIZE  # its evidence up to the end hour
+    upto: dict[int, list[int]] = {}  # before each change day
+    since: dict[int, list[int]] = {}
+    c = 0
+    for end in ends:
+        if c < len(cells) and cells[c][0] <= end:
+            while c < len(cells) and cells[c][0] <= end:
+                hour, values = cells[c]
+                for j in range(first, hour // 24 + 1):
+                    upto.setdefault(j, list(total))
+                accumulate(total, values)
+                c += 1
+            since = {
+                j: [sparse_term(t - b) if t != b else 0 for t, b in zip(total, before, strict=True)]
+                for j, before in upto.items()
+            }
+        pairs = terms[end]
+        for j, values in since.items():
+            pair = pairs[j]
+            for k, v in enumerate(values):
+                pair[k] += v
