@@ -367,10 +367,11 @@ async def until_listed(
     ACLs hide one from this client, BrokerUnreachable after `timeout_s`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    refusals = _errors_by_code()
     while True:
         listed = set()
         for found in await admin.describe_topics(sorted(topics)):
-            error = _errors_by_code().get(found["error_code"])
+            error = refusals.get(found["error_code"])
             if error is not None and issubclass(error, DENIED):
                 raise denied(settings, error(found["topic"]))
             led = [p["leader"] >= 0 for p in found["partitions"]]

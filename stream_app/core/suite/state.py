@@ -152,6 +152,10 @@ class SuiteState:
     def _first_day(self) -> int:
         return self.clock.first_day()
 
+    def _first_whole_day(self) -> int | None:
+        """The window's first whole day; None without a window."""
+        return self._first_day() if self.clock.top is not None else None
+
     def _in_window(self, hour: int) -> bool:
         return self.clock.holds(hour)
 
@@ -170,9 +174,8 @@ class SuiteState:
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
         self._fresh()
-        first = self._first_day() if self.clock.top is not None else None
         dropped, evidence = self.statistics.read(
-            design, first, self._hours_of, self.watched.experiments
+            design, self._first_whole_day(), self._hours_of, self.watched.experiments
         )
         return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
 
@@ -182,8 +185,7 @@ class SuiteState:
 
     def sparse_statistics(self, threshold: float) -> list[list[float]]:
         """The sparse detector's statistic at each end hour."""
-        first = self._first_day() if self.clock.top is not None else None
-        return self.statistics.sparse_values(threshold, first, self._hours_of)
+        return self.statistics.sparse_values(threshold, self._first_whole_day(), self._hours_of)
 
     # Stored.
 

@@ -12,13 +12,12 @@ from typing import Final
 from stream_app.core.drop_detector import DETECTORS, FALLS, Detector, DropDesign
 from stream_app.core.suite.arithmetic import (
     POOLED_SHARE,
-    accumulate,
     detector_mean,
     evidence_ratio,
 )
 from stream_app.core.suite.evidence import Evidence
 from stream_app.core.suite.pooled import PooledStatistics
-from stream_app.core.suite.share import CELL, ExperimentShare
+from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.sparse import HoursOf, SparseStatistics
 from stream_app.core.suite.window import SuiteClock
 
@@ -39,14 +38,22 @@ class SuiteStatus:
     runs: int
 
 
+def thresholds(design: DropDesign) -> tuple[float, float]:
+    """The pooled and the sparse statistics' thresholds: the design's false-page budget split
+    between them by POOLED_SHARE."""
+    return design.threshold / POOLED_SHARE, design.threshold / (1 - POOLED_SHARE)
+
+
 def read_detectors(
-    pooled: list[list[float]], sparse: list[list[float]], design: DropDesign, watched: int
+    pooled: list[list[float]],
+    sparse: list[list[float]],
+    pooled_threshold: float,
+    sparse_threshold: float,
+    watched: int,
 ) -> tuple[bool, dict[Detector, float]]:
     """Whether a page is in effect (`watched` experiments with evidence in the window, and
     either statistic of either detector at its threshold at any end in the window), and each
     detector's evidence ratio now."""
-    pooled_threshold = design.threshold / POOLED_SHARE
-    sparse_threshold = design.threshold / (1 - POOLED_SHARE)
     dropped = watched >= MIN_EXPERIMENTS and any(
         any(detector_mean(r, d) >= pooled_threshold for r in pooled)
         or any(detector_mean(s, d) >= sparse_threshold for s in sparse)
@@ -85,7 +92,7 @@ class SuiteStatistics:
             own = whole_days[name] = []
             for hour, values in share.hours.items():
                 if clock.holds(hour):
-                    accumulate(out.pooled.sums.setdefault(hour, [0] * CELL), values)
+                    out.pooled.add(hour, values)  # `valid` None: no statistics yet to keep
                     out.pooled.enter(hour)
                     if hour // 24 >= first:
                         own.append((hour, values))
@@ -124,12 +131,13 @@ class SuiteStatistics:
     ) -> tuple[bool, dict[Detector, float]]:
         """Whether a page is in effect, and each detector's evidence ratio (`first`: the
         window's first whole day; None without a window)."""
-        cap = design.threshold / (1 - POOLED_SHARE) * len(FALLS)
+        pooled_threshold, sparse_threshold = thresholds(design)
+        cap = sparse_threshold * len(FALLS)
         if cap != self.cap:
             self.cap, self.pooled.valid, self.sparse.valid = cap, None, 0
-        pooled = self.pooled_values(design.threshold / POOLED_SHARE)
-        sparse = self.sparse_values(design.threshold / (1 - POOLED_SHARE), first, hours_of)
-        return read_detectors(pooled, sparse, design, watched)
+        pooled = self.pooled_values(pooled_threshold)
+        sparse = self.sparse_values(sparse_threshold, first, hours_of)
+        return read_detectors(pooled, sparse, pooled_threshold, sparse_threshold, watched)
 
     def pooled_values(self, threshold: float) -> list[list[float]]:
         """The pooled detector's statistic after each hour with evidence in the window."""
