@@ -16,21 +16,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from stream_app.metrics.bet_mixture import needed
 from stream_app.metrics.intervals import Interval
+from stream_app.metrics.suite_units import (
+    as_difference,
+    closing_times,
+    difference_unit,
+    unit_values_in_order,
+    units_sequence,
+    widen_by_open,
+)
 
-BETS: Final = tuple(0.9 * 2 ** (-k / 2) for k in range(18))
-"""The grid of bets lam mixed over, from 0.9 down to 0.0025: one near the best for a suite of
-one run to one of a million."""
-_CENTRE: Final = 5
-"""The bet given the most weight, 0.16: about the best for a suite of 30 to 50 tasks with 20
-runs of each tier; the others' weights fall as 1 / (1 + distance)^2, so that a suite a hundred
-times larger pays a few nats, not a grid's worth."""
-_RAW: Final = tuple(1.0 / (1 + abs(k - _CENTRE)) ** 2 for k in range(len(BETS)))
-LOG_WEIGHTS: Final = tuple(math.log(w / math.fsum(_RAW)) for w in _RAW)
-_PSI: Final = tuple(-math.log1p(-lam) - lam for lam in BETS)
-_NEWTON_STEPS: Final = 100
 PIN_SHARE: Final = 0.025
-"""The share of a difference's error each tier's pin takes; the test has the rest (95 %)."""
+"""The share of a difference's error each tier's pin takes."""
+UNIT_SHARE: Final = 0.1
+"""The share of a figure's error the closed experiments' interval (`suite_units`) takes; the
+run-level test has the rest (85 % of a difference's, after the pins)."""
 _GOLDEN_STEPS: Final = 90
 _INVERSE_GOLDEN: Final = (math.sqrt(5) - 1) / 2
 
@@ -46,22 +47,32 @@ class Stratum(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """A stratum's runs with a known outcome: how many, how many passed, and their spread about
-    the stratum's estimate before each, (P + 1/2) / (n + 1)."""
+    """A stratum's runs with a known outcome: how many, how many passed, their spread about the
+    stratum's estimate before each, (P + 1/2) / (n + 1); and when its current incarnation's
+    first run and its latest run completed (microseconds), which say when it closed."""
 
     runs: int = 0
     passes: int = 0
     spread: float = 0.0
+    start: int = 0
+    latest: int = 0
 
     @property
     def stratum(self) -> Stratum:
         """As the test takes it."""
         return Stratum(self.runs, float(self.passes), self.spread)
 
-    def add(self, passed: bool) -> Outcomes:
-        """With one more run."""
+    def add(self, passed: bool, at: int, restart: bool = False) -> Outcomes:
+        """With one more run, completed at `at`; `restart`: the first of a new incarnation."""
         guess = (self.passes + 0.5) / (self.runs + 1)
-        return Outcomes(self.runs + 1, self.passes + passed, self.spread + (passed - guess) ** 2)
+        start = at if restart or not self.runs else min(self.start, at)
+        return Outcomes(
+            self.runs + 1,
+            self.passes + passed,
+            self.spread + (passed - guess) ** 2,
+            start,
+            max(self.latest, at) if self.runs else at,
+        )
 
 
 Term = tuple[int, Stratum]
@@ -106,8 +117,8 @@ def equal_weight_sequence(
 def _evidence_bound(terms: Sequence[Term], level: float) -> float:
     """F: theta is rejected while the most favourable rates' sum of sign x n x rate is at most
     F, the sum of sign x outcomes less the evidence the mixture needs."""
-    needed = _needed(math.fsum(s.spread for _, s in terms), level)
-    return math.fsum(sign * s.total for sign, s in terms) - needed
+    evidence = needed(math.fsum(s.spread for _, s in terms), level)
+    return math.fsum(sign * s.total for sign, s in terms) - evidence
 
 
 def _knapsack(terms: Sequence[Term], count: int, level: float) -> float:
@@ -208,36 +219,6 @@ class _Group:
         return best
 
 
-def _needed(spread: float, level: float) -> float:
-    """The least G at which the mixture over BETS of exp(lam G - psi(lam) Q) reaches e^level,
-    or a little more. Its log is convex and increasing in G: Newton's method from a G that
-    reaches it (one bet alone does) stays at or above the least one and converges to it."""
-    evidence = min(
-        (level - w + psi * spread) / lam
-        for lam, w, psi in zip(BETS, LOG_WEIGHTS, _PSI, strict=True)
-    )
-    for _ in range(_NEWTON_STEPS):
-        value, slope = _log_mixture(evidence, spread)
-        step = (value - level) / slope
-        if step <= 1e-12 * max(1.0, evidence):
-            break
-        evidence -= step
-    return evidence
-
-
-def _log_mixture(evidence: float, spread: float) -> tuple[float, float]:
-    """The mixture's log at G, and its slope (the bets' mean under the mixture's weights)."""
-    values = [
-        w + lam * evidence - psi * spread
-        for lam, w, psi in zip(BETS, LOG_WEIGHTS, _PSI, strict=True)
-    ]
-    top = max(values)
-    shares = [math.exp(v - top) for v in values]
-    total = math.fsum(shares)
-    slope = math.fsum(lam * e for lam, e in zip(BETS, shares, strict=True)) / total
-    return top + math.log(total), slope
-
-
 class SuiteFigure(NamedTuple):
     """A suite figure: its estimate, its interval, and the experiments it covers."""
 
@@ -247,36 +228,66 @@ class SuiteFigure(NamedTuple):
     experiments: int
 
 
+class Paired(NamedTuple):
+    """An experiment both a tier and the baseline have runs in: their outcomes, and when both
+    had closed (`closings`; None: one is still open)."""
+
+    tier: Outcomes
+    baseline: Outcomes
+    closed: int | None
+
+
+def closings(strata: Sequence[Outcomes]) -> list[int | None]:
+    """When each of a tier's strata closed: another of them started after its latest run."""
+    return closing_times([o.start for o in strata], [o.latest for o in strata])
+
+
 def suite_pass_rate(strata: Sequence[Outcomes], confidence: float) -> SuiteFigure | None:
-    """A tier's pass rate over the experiments it has runs in, each weighing the same (None
-    with none)."""
-    terms = [(1, o.stratum) for o in strata if o.runs]
-    if not terms:
+    """A tier's pass rate over the experiments it has runs in (`strata`: all of the tier's, in
+    one fixed order), each weighing the same (None with none): the run-level test's interval
+    at 1 - (1 - UNIT_SHARE) of the error, within the closed experiments' at the rest."""
+    ran = [o for o in strata if o.runs]
+    if not ran:
         return None
-    interval = equal_weight_sequence(terms, len(terms), confidence)
-    return SuiteFigure(
-        equal_weight_mean(terms, len(terms)), interval.low, interval.high, len(terms)
-    )
+    error = 1 - confidence
+    terms = [(1, o.stratum) for o in ran]
+    runs = equal_weight_sequence(terms, len(terms), 1 - (1 - UNIT_SHARE) * error)
+    values, open_units = unit_values_in_order([o.passes / o.runs for o in ran], closings(ran))
+    units = units_sequence(values, 1 - UNIT_SHARE * error)
+    interval = _within(runs, widen_by_open(units, len(values), open_units, 0.0))
+    return SuiteFigure(equal_weight_mean(terms, len(terms)), *interval, len(terms))
 
 
-def paired_difference(
-    pairs: Sequence[tuple[Outcomes, Outcomes]], confidence: float
-) -> SuiteFigure | None:
+def paired_difference(pairs: Sequence[Paired], confidence: float) -> SuiteFigure | None:
     """A tier's pass rate minus the baseline's, paired by experiment: over the experiments in
-    which both have runs, each weighing the same (None with none). `pairs`: (tier, baseline).
+    which both have runs, each weighing the same (None with none; `pairs` in one fixed order).
     Each tier's mean rate over those experiments is pinned to its interval at PIN_SHARE of the
-    error, the test taking the rest: all three hold at once at `confidence`."""
-    both = [(t.stratum, b.stratum) for t, b in pairs if t.runs and b.runs]
+    error, the closed experiments' interval takes UNIT_SHARE, the test the rest: all hold at
+    once at `confidence`."""
+    both = [p for p in pairs if p.tier.runs and p.baseline.runs]
     if not both:
         return None
     count = len(both)
     error = 1 - confidence
-    tier = [(1, t) for t, _ in both]
-    base = [(1, b) for _, b in both]
+    tier = [(1, p.tier.stratum) for p in both]
+    base = [(1, p.baseline.stratum) for p in both]
     pins = Pins(
         equal_weight_sequence(tier, count, 1 - PIN_SHARE * error),
         equal_weight_sequence(base, count, 1 - PIN_SHARE * error),
     )
-    terms = [term for t, b in both for term in ((1, t), (-1, b))]
-    interval = equal_weight_sequence(terms, count, 1 - (1 - 2 * PIN_SHARE) * error, pins)
-    return SuiteFigure(equal_weight_mean(terms, count), interval.low, interval.high, count)
+    terms = [term for pair in zip(tier, base, strict=True) for term in (pair[0], (-1, pair[1][1]))]
+    test_share = 1 - 2 * PIN_SHARE - UNIT_SHARE
+    runs = equal_weight_sequence(terms, count, 1 - test_share * error, pins)
+    units_values = [
+        difference_unit(p.tier.passes / p.tier.runs, p.baseline.passes / p.baseline.runs)
+        for p in both
+    ]
+    values, open_units = unit_values_in_order(units_values, [p.closed for p in both])
+    units = units_sequence(values, 1 - UNIT_SHARE * error)
+    interval = _within(runs, as_difference(widen_by_open(units, len(values), open_units, 0.0)))
+    return SuiteFigure(equal_weight_mean(terms, count), *interval, count)
+
+
+def _within(runs: Interval, units: Interval) -> Interval:
+    """Both intervals' common part: each holds the estimate, so it is never empty."""
+    return Interval(max(runs.low, units.low), min(runs.high, units.high))

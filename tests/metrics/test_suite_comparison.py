@@ -11,16 +11,16 @@ import random
 import pytest
 
 from bench.suite_comparison import Suite, clip, harness, speeds, twice, uniform, walk
+from stream_app.metrics.bet_mixture import log_mixture, needed
 from stream_app.metrics.intervals import Interval
 from stream_app.metrics.suite_comparison import (
     Outcomes,
+    Paired,
     Pins,
     Stratum,
     Term,
     _dual,
     _knapsack,
-    _log_mixture,
-    _needed,
     equal_weight_mean,
     equal_weight_sequence,
     paired_difference,
@@ -33,8 +33,8 @@ LEVEL = math.log(40)
 
 def outcomes(rnd: random.Random, rate: float, runs: int) -> Outcomes:
     o = Outcomes()
-    for _ in range(runs):
-        o = o.add(rnd.random() < rate)
+    for i in range(runs):
+        o = o.add(rnd.random() < rate, i)
     return o
 
 
@@ -50,8 +50,8 @@ def random_terms(rnd: random.Random, count: int, most: int = 40) -> list[Term]:
 def test_the_spread_is_about_the_estimate_before_each_run() -> None:
     seen = [True, True, False, True, False, False, True]
     o = Outcomes()
-    for x in seen:
-        o = o.add(x)
+    for i, x in enumerate(seen):
+        o = o.add(x, i)
     by_definition = math.fsum(
         (x - (sum(seen[:i]) + 0.5) / (i + 1)) ** 2 for i, x in enumerate(seen)
     )
@@ -90,8 +90,8 @@ def test_the_least_theta_not_rejected_is_where_the_brute_force_says(seed: int) -
     rnd = random.Random(seed)
     count = rnd.randint(1, 3)
     terms = random_terms(rnd, count, most=12)
-    needed = _needed(math.fsum(t.spread for _, t in terms), LEVEL)
-    bound = math.fsum(s * t.total for s, t in terms) - needed
+    evidence = needed(math.fsum(t.spread for _, t in terms), LEVEL)
+    bound = math.fsum(s * t.total for s, t in terms) - evidence
     low = _knapsack(terms, count, LEVEL)
     least = -count / count
     if low > least + 1e-9:
@@ -126,8 +126,8 @@ def test_a_tier_with_more_runs_than_the_baseline_cannot_move_both_rates_together
     beyond what the runs say. The pins hold the tiers' mean rates to their own intervals (what
     is left costs: docs/statistics.md, 'Suite comparisons')."""
     rnd = random.Random(11)
-    pairs = [(outcomes(rnd, 0.5, 40), outcomes(rnd, 0.5, 20)) for _ in range(30)]
-    terms = [term for t, b in pairs for term in ((1, t.stratum), (-1, b.stratum))]
+    pairs = [Paired(outcomes(rnd, 0.5, 40), outcomes(rnd, 0.5, 20), None) for _ in range(30)]
+    terms = [term for t, b, _ in pairs for term in ((1, t.stratum), (-1, b.stratum))]
     unpinned = equal_weight_sequence(terms, 30, 0.95)
     pinned = paired_difference(pairs, 0.95)
     assert pinned is not None
@@ -138,9 +138,9 @@ def test_a_tier_with_more_runs_than_the_baseline_cannot_move_both_rates_together
 
 def test_the_mixture_reaches_its_level_at_the_evidence_needed() -> None:
     for spread in (0.25, 10.0, 300.0, 1e5):
-        needed = _needed(spread, LEVEL)
-        assert _log_mixture(needed, spread)[0] == pytest.approx(LEVEL, abs=1e-9)
-        assert _log_mixture(needed * 0.999, spread)[0] < LEVEL
+        evidence = needed(spread, LEVEL)
+        assert log_mixture(evidence, spread)[0] == pytest.approx(LEVEL, abs=1e-9)
+        assert log_mixture(evidence * 0.999, spread)[0] < LEVEL
 
 
 def test_a_rate_near_0_9_does_not_pay_for_the_variance_of_one_half() -> None:
@@ -158,7 +158,8 @@ def test_the_interval_holds_the_estimate_and_widens_with_confidence() -> None:
     for _ in range(50):
         count = rnd.randint(1, 20)
         pairs = [
-            (outcomes(rnd, uniform(rnd), 20), outcomes(rnd, uniform(rnd), 20)) for _ in range(count)
+            Paired(outcomes(rnd, uniform(rnd), 20), outcomes(rnd, uniform(rnd), 20), None)
+            for _ in range(count)
         ]
         loose, tight = paired_difference(pairs, 0.99), paired_difference(pairs, 0.8)
         assert loose is not None
@@ -172,7 +173,7 @@ def test_what_no_figure_covers_is_refused_or_none() -> None:
     with pytest.raises(ValueError, match="confidence"):
         equal_weight_sequence([(1, Stratum(1, 1.0, 0.25))], 1, 1.0)
     assert suite_pass_rate([Outcomes()], 0.95) is None
-    assert paired_difference([(Outcomes(3, 1, 0.7), Outcomes())], 0.95) is None
+    assert paired_difference([Paired(Outcomes(3, 1, 0.7), Outcomes(), 1)], 0.95) is None
     assert equal_weight_mean([(1, Stratum(4, 1.0, 1.0)), (-1, Stratum(2, 2.0, 0.5))], 1) == -0.75
 
 

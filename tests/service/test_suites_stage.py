@@ -75,7 +75,8 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
     assert [r["tier"] for r in sends.to(suites_topic)] == ["T0", "T1"]
     assert sends.to(suites_topic)[1] == t1
     spread = (1 - 1 / 2) ** 2 + (1 - 3 / 4) ** 2 + (1 - 5 / 6) ** 2  # about (P + 1/2) / (n + 1)
-    assert json.loads(table[record_key("agent/T1", "a")])["o"] == [3, 3, pytest.approx(spread)]
+    stored = json.loads(table[record_key("agent/T1", "a")])["o"]  # and its first and latest run
+    assert stored == [3, 3, pytest.approx(spread), 1 * HOUR_US, 3 * HOUR_US]
 
 
 async def test_a_tier_quarantined_while_its_suite_is_published_is_withdrawn() -> None:

@@ -11,8 +11,9 @@ from schemas.suites import SuiteDifference, SuiteDrop, SuiteEstimate, SuiteTier
 from stream_app.core.drop_detector import DropDesign
 from stream_app.core.suite.state import SuiteState
 from stream_app.metrics.suite_comparison import (
-    Outcomes,
+    Paired,
     SuiteFigure,
+    closings,
     paired_difference,
     suite_pass_rate,
 )
@@ -38,7 +39,7 @@ def suite_reports(
     for tier in tiers:
         state = states[tier]
         status = state.status(design)
-        outcomes = [share.outcomes for share in state.shares.values()]
+        outcomes = [state.shares[e].outcomes for e in sorted(state.shares)]
         rate = suite_pass_rate(outcomes, confidence)
         difference = paired_difference(pairs[tier], each) if tier in pairs else None
         if tier in pairs:
@@ -59,13 +60,25 @@ def suite_reports(
         )
 
 
-def _pairs(state: SuiteState, base: SuiteState | None) -> list[tuple[Outcomes, Outcomes]]:
-    """The tier's and the baseline's outcomes in each experiment both have runs with one in."""
+def _pairs(state: SuiteState, base: SuiteState | None) -> list[Paired]:
+    """The tier's and the baseline's outcomes in each experiment both have runs in (by name),
+    and when both had closed."""
     if base is None:
         return []
-    common = sorted(state.shares.keys() & base.shares.keys())
-    both = [(state.shares[e].outcomes, base.shares[e].outcomes) for e in common]
-    return [(t, b) for t, b in both if t.runs and b.runs]
+    tier_closed, base_closed = _closings(state), _closings(base)
+    out: list[Paired] = []
+    for e in sorted(state.shares.keys() & base.shares.keys()):
+        tier, baseline = state.shares[e].outcomes, base.shares[e].outcomes
+        if tier.runs and baseline.runs:
+            t, b = tier_closed[e], base_closed[e]
+            out.append(Paired(tier, baseline, None if t is None or b is None else max(t, b)))
+    return out
+
+
+def _closings(state: SuiteState) -> dict[str, int | None]:
+    """When each of the tier's experiments closed."""
+    names = sorted(state.shares)
+    return dict(zip(names, closings([state.shares[e].outcomes for e in names]), strict=True))
 
 
 def _estimate(figure: SuiteFigure | None) -> SuiteEstimate | None:

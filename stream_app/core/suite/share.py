@@ -44,15 +44,17 @@ class ExperimentShare:
         incarnation, or the first of a new one; False for a repeat or an earlier incarnation's."""
         if run.epoch in self.retired:
             return False
+        restart = False
         if self.runs:  # a history: this is a repeat, a later run or a new incarnation
             if run.epoch == self.epoch:
                 if run.seq <= self.seq:
                     return False
             else:
                 self.retired = (*self.retired, self.epoch)[-MAX_RETIRED_EPOCHS:]
+                restart = True
         self.epoch, self.seq = run.epoch, run.seq
         self.runs += 1
-        self.outcomes = self.outcomes.add(run.passed)
+        self.outcomes = self.outcomes.add(run.passed, run.completed_at_us, restart)
         return True
 
     def to_state(self) -> dict[str, Any]:
@@ -64,7 +66,7 @@ class ExperimentShare:
             "q": self.seq,
             "n": self.runs,
             "h": [[h, *self.hours[h]] for h in sorted(self.hours)],
-            "o": [o.runs, o.passes, o.spread],
+            "o": [o.runs, o.passes, o.spread, o.start, o.latest],
         }
 
     @classmethod
@@ -124,13 +126,16 @@ class ExperimentShare:
 
 def _outcomes(row: Any, most: int) -> Outcomes:
     """A share's stored outcomes, of at most `most` runs; raises ValueError when no runs make
-    them (each run adds at most 1 to the spread, the first 1/4)."""
-    if not isinstance(row, list) or len(row) != 3:
-        raise ValueError("suite share's outcomes are [runs, passes, spread]")
-    runs, passes, spread = row
+    them (each run adds at most 1 to the spread, the first 1/4; its current incarnation starts
+    at or before its latest run)."""
+    if not isinstance(row, list) or len(row) != 5:
+        raise ValueError("suite share's outcomes are [runs, passes, spread, start, latest]")
+    runs, passes, spread, start, latest = row
     if not is_count(runs, most) or not is_count(passes, runs):
         raise ValueError("suite share's outcomes have bad counts")
     least = 0.25 if runs else 0.0
     if type(spread) is not float or not least <= spread <= max(runs, least):
         raise ValueError("suite share's outcomes have a spread no runs make")
-    return Outcomes(runs, passes, spread)
+    if not is_count(latest, _LIMIT - 1) or not is_count(start, latest) or (not runs and latest):
+        raise ValueError("suite share's outcomes have bad times")
+    return Outcomes(runs, passes, spread, start, latest)
