@@ -36,12 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stream_app.metrics.suite_comparison import (  # noqa: E402
-    Outcomes,
     Paired,
     closings,
     paired_difference,
-    suite_pass_rate,
+    suite_mean,
 )
+from stream_app.metrics.suite_outcomes import Outcomes  # noqa: E402
 
 CONFIDENCE = 0.95
 LOOK_EVERY = 5
@@ -195,7 +195,8 @@ def walk(runs: list[Run], rnd: random.Random, every: int = LOOK_EVERY) -> Outcom
     next_look = every
     for i, (task, tier, p) in enumerate(runs):
         key = (task, tier)
-        strata[key] = strata.get(key, Outcomes()).add(rnd.random() < p, i)
+        passed = rnd.random() < p
+        strata[key] = strata.get(key, Outcomes()).add(passed, float(passed), i)
         rates.setdefault(key, []).append(p)
         if i + 1 < next_look and i + 1 < len(runs):
             continue
@@ -211,7 +212,7 @@ def walk(runs: list[Run], rnd: random.Random, every: int = LOOK_EVERY) -> Outcom
             true = math.fsum(_mean(rates[(t, 1)]) - _mean(rates[(t, 0)]) for t in paired)
             covered &= difference.low <= true / len(paired) <= difference.high
         ran = sorted(t for t, s in strata if s == 1)
-        rate = suite_pass_rate([strata[(t, 1)] for t in ran], CONFIDENCE)
+        rate = suite_mean([strata[(t, 1)] for t in ran], CONFIDENCE)
         if rate is not None:
             true = math.fsum(_mean(rates[(t, 1)]) for t in ran)
             rate_covered &= rate.low <= true / len(ran) <= rate.high

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -418,7 +419,7 @@ def suites_table(lay: Layout) -> dict[str, Any]:
         "mean of its experiments' (each weighing the same); its pass rate minus the baseline's, "
         "paired by experiment, with the interval (low, high) that holds at every look, all of a "
         "suite's tiers at once, over the experiments paired so far (paired; for the baseline, "
-        "those it ran in); each detector's evidence as a fraction of its threshold (1 pages), "
+        "those it ran in); the same for its mean composite score; each detector's evidence as a fraction of its threshold (1 pages), "
         "and the experiments and runs it counts. A suite of one experiment never pages (its "
         "tiers' own TierDropped does).",
         {
@@ -427,6 +428,10 @@ def suites_table(lay: Layout) -> dict[str, Any]:
             "vs baseline": suite_gauge("pass_rate_difference", 'bound="estimate"'),
             "low": suite_gauge("pass_rate_difference", 'bound="low"'),
             "high": suite_gauge("pass_rate_difference", 'bound="high"'),
+            "composite": suite_gauge("mean_composite", 'bound="estimate"'),
+            "composite vs baseline": suite_gauge("mean_composite_difference", 'bound="estimate"'),
+            "composite low": suite_gauge("mean_composite_difference", 'bound="low"'),
+            "composite high": suite_gauge("mean_composite_difference", 'bound="high"'),
             "paired": suite_gauge("experiments_paired"),
             "pass_rate evidence": suite_gauge("drop_evidence_ratio", 'detector="pass_rate"'),
             "score evidence": suite_gauge("drop_evidence_ratio", 'detector="score"'),
@@ -443,7 +448,16 @@ def suites_table(lay: Layout) -> dict[str, Any]:
             ),
             *(
                 by_name(name, {"unit": "percentunit", "decimals": 1})
-                for name in ("pass rate", "vs baseline", "low", "high")
+                for name in (
+                    "pass rate",
+                    "vs baseline",
+                    "low",
+                    "high",
+                    "composite",
+                    "composite vs baseline",
+                    "composite low",
+                    "composite high",
+                )
             ),
             by_name("pass_rate evidence", evidence),
             by_name("score evidence", evidence),
@@ -451,20 +465,21 @@ def suites_table(lay: Layout) -> dict[str, Any]:
     )
 
 
-def suite_differences(lay: Layout) -> dict[str, Any]:
-    """Each suite tier's difference from the baseline over time, with its interval."""
+def suite_differences(lay: Layout, figure: str, gauge: str) -> dict[str, Any]:
+    """Each suite tier's `figure` minus the baseline's over time (the gauge `gauge`), with its
+    interval."""
     thin = {"custom.lineWidth": 1, "custom.lineStyle": {"fill": "dash", "dash": [4, 4]}}
     return timeseries(
         lay,
-        "Suite pass rate vs baseline",
-        "Each suite tier's pass rate minus the baseline's, paired by experiment (each weighing "
+        f"Suite {figure} vs baseline",
+        f"Each suite tier's {figure} minus the baseline's, paired by experiment (each weighing "
         "the same), in percentage points; the dashed lines are its interval, which holds at "
         "every look, all of a suite's tiers at once, over the experiments paired so far. "
         "Significant while both dashed lines lie on one side of 0.",
         [
-            target(suite_gauge("pass_rate_difference", 'bound="estimate"'), "{{suite}} {{tier}}"),
+            target(suite_gauge(gauge, 'bound="estimate"'), "{{suite}} {{tier}}"),
             target(
-                suite_gauge("pass_rate_difference", 'bound=~"low|high"', "suite, tier, bound"),
+                suite_gauge(gauge, 'bound=~"low|high"', "suite, tier, bound"),
                 "{{suite}} {{tier}} {{bound}}",
             ),
         ],
@@ -818,7 +833,12 @@ def overview() -> dict[str, Any]:
                 lay,
                 "Suites (all experiments of an agent)",
                 suites_table,
-                suite_differences,
+                partial(suite_differences, figure="pass rate", gauge="pass_rate_difference"),
+                partial(
+                    suite_differences,
+                    figure="mean composite",
+                    gauge="mean_composite_difference",
+                ),
                 suite_evidence,
             ),
             *grades(lay),

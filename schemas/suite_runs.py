@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from schemas.common import TIER_PATTERN
 
-VERSION: Final = 3
+VERSION: Final = 4
 """The only version: no release wrote another (docs/architecture.md, 'Stored formats')."""
 LOG_UNIT: Final = 2**32
 """Fixed-point units per nat of a run's evidence (log e): sums exact in any order."""
@@ -45,17 +45,20 @@ Evidence = Annotated[
     ),
 ]
 Outcome = Annotated[int, Field(ge=0, le=1, description="1 when it passed, else 0.")]
-SuiteRunRow = tuple[Experiment, Incarnation, Sequence, CompletedAt, Evidence, Outcome]
+Composite = Annotated[
+    float, Field(ge=0, le=1, allow_inf_nan=False, description="Its composite score.")
+]
+SuiteRunRow = tuple[Experiment, Incarnation, Sequence, CompletedAt, Evidence, Outcome, Composite]
 """A run, as it travels."""
 
 
 class SuiteRunsMessage(BaseModel):
     """Runs of one suite tier, or experiments retired from it. Strict: a number that is not an
-    integer, a field it does not know or a version other than 3 is refused."""
+    integer, a field it does not know or a version other than 4 is refused."""
 
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
-    v: Annotated[int, Field(ge=VERSION, le=VERSION, description="Format version: 3.")]
+    v: Annotated[int, Field(ge=VERSION, le=VERSION, description="Format version: 4.")]
     suite: Annotated[Name, Field(description="The events' `suite`, or their `model`.")]
     tier: Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
     runs: tuple[SuiteRunRow, ...] = Field(default=(), description="In the tier's order.")

@@ -1,6 +1,6 @@
-"""What a suite's tier shows: its pass rate over the suite's experiments and its difference from
-the baseline paired by experiment, each with a confidence sequence, and its drop detectors over
-every experiment of the suite."""
+"""What a suite's tier shows: its pass rate and its mean composite over the suite's experiments,
+and each one's difference from the baseline paired by experiment, each with a confidence
+sequence, and its drop detectors over every experiment of the suite."""
 
 from __future__ import annotations
 
@@ -65,9 +65,20 @@ class SuiteTier(BaseModel):
         "at level difference_confidence. Null for the baseline tier, and until an experiment "
         "is paired."
     )
+    mean_composite: SuiteEstimate | None = Field(
+        description="The mean over its experiments of its mean composite score in each, each "
+        "experiment weighing the same; null only while no run is counted.",
+    )
+    mean_composite_difference: SuiteDifference | None = Field(
+        description="Its mean composite minus the baseline's, paired by experiment, as "
+        "pass_rate_difference is. All of a suite's composite differences hold together at "
+        "level difference_confidence. Null for the baseline tier, and until an experiment is "
+        "paired."
+    )
     difference_confidence: float = Field(
-        description="Simultaneous level of a suite's differences: each interval is at 1 - (1 - "
-        "difference_confidence) / m for the suite's m tiers paired with the baseline "
-        "(Bonferroni); each pass rate's interval is at difference_confidence."
+        description="Simultaneous level of a suite's differences of each figure: each interval "
+        "is at 1 - (1 - difference_confidence) / m for the suite's m tiers paired with the "
+        "baseline (Bonferroni); each pass rate's and mean composite's interval is at "
+        "difference_confidence."
     )
     drop: SuiteDrop

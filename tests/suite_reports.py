@@ -17,11 +17,14 @@ def suite_tier(
     evidence: dict[str, float] | None = None,
     pass_rate: tuple[float, float, float] | None = (0.6, 0.5, 0.7),
     difference: tuple[float, float, float] | None = (0.04, -0.02, 0.1),
+    composite: tuple[float, float, float] | None = (0.7, 0.6, 0.8),
+    composite_difference: tuple[float, float, float] | None = (0.03, -0.01, 0.07),
     **fields: Any,
 ) -> SuiteTier:
-    """A report; `pass_rate` and `difference` as (estimate, low, high); the baseline (T0) has
-    no difference whatever is given."""
+    """A report; each figure as (estimate, low, high); the baseline (T0) has no difference
+    whatever is given."""
     low_high = difference if tier != "T0" else None
+    composite_low_high = composite_difference if tier != "T0" else None
     return SuiteTier(
         suite=suite,
         tier=tier,
@@ -30,9 +33,9 @@ def suite_tier(
         experiments_with_runs=fields.pop("experiments_with_runs", experiments),
         baseline_tier="T0",
         pass_rate=None if pass_rate is None else SuiteEstimate(**_figure(pass_rate)),
-        pass_rate_difference=None
-        if low_high is None
-        else SuiteDifference(**_figure(low_high), significant=low_high[1] > 0 or low_high[2] < 0),
+        pass_rate_difference=_difference(low_high),
+        mean_composite=None if composite is None else SuiteEstimate(**_figure(composite)),
+        mean_composite_difference=_difference(composite_low_high),
         difference_confidence=0.95,
         drop=SuiteDrop(
             dropped=dropped,
@@ -40,6 +43,12 @@ def suite_tier(
         ),
         **fields,
     )
+
+
+def _difference(values: tuple[float, float, float] | None) -> SuiteDifference | None:
+    if values is None:
+        return None
+    return SuiteDifference(**_figure(values), significant=values[1] > 0 or values[2] < 0)
 
 
 def _figure(values: tuple[float, float, float]) -> dict[str, float]:

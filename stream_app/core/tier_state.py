@@ -174,6 +174,7 @@ class TierState:
                 entry.completed_at_us,
                 evidence,
                 entry.pass_rate == 1.0,
+                entry.composite_score,
             )
         try:
             aggregate = self.aggregate(config) if with_aggregate else None

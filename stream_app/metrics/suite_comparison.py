@@ -1,23 +1,23 @@
-"""A suite's figures over its experiments, each weighing the same: a tier's pass rate, and its
-difference from the baseline paired by experiment, with confidence sequences valid at every look.
+"""A suite's figures over its experiments, each weighing the same: a tier's pass rate or mean
+composite, and its difference from the baseline paired by experiment, valid at every look.
 
 Each `(experiment, tier)` is a stratum whose runs make the empirical-Bernstein supermartingale
-exp(lam (P - n mu) - psi(lam) Q) (Q: their own spread); the product over strata is one too. A
-value of the figure is rejected when, even with the strata's rates most favourable to it (a linear
-programme), the product mixed over a grid of bets reaches 2 / (1 - confidence): an intersection
-test with no price per stratum. A difference pins each tier's mean rate to its own interval.
-docs/statistics.md, 'Suite comparisons'."""
+exp(lam (P - n mu) - psi(lam) Q) (P: the sum of their values, Q: their spread); so does the
+product over strata. A value is rejected when, even with the strata's rates most favourable to it
+(a linear programme), the mixture over bets reaches 2 / (1 - confidence). A difference pins each
+tier's mean to its own interval; the closed experiments' sequence (`suite_units`) bounds each
+figure too. docs/statistics.md, 'Suite comparisons'."""
 
 from __future__ import annotations
 
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from stream_app.metrics.bet_mixture import needed
 from stream_app.metrics.intervals import Interval
+from stream_app.metrics.suite_outcomes import Figure, Outcomes, Stratum
 from stream_app.metrics.suite_units import (
     as_difference,
     closing_times,
@@ -29,50 +29,13 @@ from stream_app.metrics.suite_units import (
 
 PIN_SHARE: Final = 0.025
 """The share of a difference's error each tier's pin takes."""
-UNIT_SHARE: Final = 0.1
+UNIT_SHARE: Final = 0.001
 """The share of a figure's error the closed experiments' interval (`suite_units`) takes; the
-run-level test has the rest (85 % of a difference's, after the pins)."""
+run-level test has the rest. Chosen by seeded simulation (docs/statistics-measured.md): units
+narrow a suite only past about a hundred tasks, and any larger share costs the run-level test
+power at 30 to 50 tasks (at 0.01, one suite in 1,000 on four of the five power rows)."""
 _GOLDEN_STEPS: Final = 90
 _INVERSE_GOLDEN: Final = (math.sqrt(5) - 1) / 2
-
-
-class Stratum(NamedTuple):
-    """What the test needs of a stratum: its runs, the sum of their outcomes in [0, 1], and
-    their spread about a predictable estimate of each (the sum of squares)."""
-
-    runs: int
-    total: float
-    spread: float
-
-
-@dataclass(frozen=True, slots=True)
-class Outcomes:
-    """A stratum's runs with a known outcome: how many, how many passed, their spread about the
-    stratum's estimate before each, (P + 1/2) / (n + 1); and when its current incarnation's
-    first run and its latest run completed (microseconds), which say when it closed."""
-
-    runs: int = 0
-    passes: int = 0
-    spread: float = 0.0
-    start: int = 0
-    latest: int = 0
-
-    @property
-    def stratum(self) -> Stratum:
-        """As the test takes it."""
-        return Stratum(self.runs, float(self.passes), self.spread)
-
-    def add(self, passed: bool, at: int, restart: bool = False) -> Outcomes:
-        """With one more run, completed at `at`; `restart`: the first of a new incarnation."""
-        guess = (self.passes + 0.5) / (self.runs + 1)
-        start = at if restart or not self.runs else min(self.start, at)
-        return Outcomes(
-            self.runs + 1,
-            self.passes + passed,
-            self.spread + (passed - guess) ** 2,
-            start,
-            max(self.latest, at) if self.runs else at,
-        )
 
 
 Term = tuple[int, Stratum]
@@ -242,47 +205,51 @@ def closings(strata: Sequence[Outcomes]) -> list[int | None]:
     return closing_times([o.start for o in strata], [o.latest for o in strata])
 
 
-def suite_pass_rate(strata: Sequence[Outcomes], confidence: float) -> SuiteFigure | None:
-    """A tier's pass rate over the experiments it has runs in (`strata`: all of the tier's, in
-    one fixed order), each weighing the same (None with none): the run-level test's interval
-    at 1 - (1 - UNIT_SHARE) of the error, within the closed experiments' at the rest."""
+def suite_mean(
+    strata: Sequence[Outcomes], confidence: float, figure: Figure = Figure.PASS_RATE
+) -> SuiteFigure | None:
+    """A tier's mean of `figure` over the experiments it has runs in (`strata`: all of the
+    tier's, in one fixed order), each weighing the same (None with none): the run-level test's
+    interval at 1 - UNIT_SHARE of the error, within the closed experiments' at the rest."""
     ran = [o for o in strata if o.runs]
     if not ran:
         return None
     error = 1 - confidence
-    terms = [(1, o.stratum) for o in ran]
+    terms = [(1, o.of(figure)) for o in ran]
     runs = equal_weight_sequence(terms, len(terms), 1 - (1 - UNIT_SHARE) * error)
-    values, open_units = unit_values_in_order([o.passes / o.runs for o in ran], closings(ran))
+    own = [s.total / s.runs for _, s in terms]
+    values, open_units = unit_values_in_order(own, closings(ran))
     units = units_sequence(values, 1 - UNIT_SHARE * error)
     interval = _within(runs, widen_by_open(units, len(values), open_units, 0.0))
     return SuiteFigure(equal_weight_mean(terms, len(terms)), *interval, len(terms))
 
 
-def paired_difference(pairs: Sequence[Paired], confidence: float) -> SuiteFigure | None:
-    """A tier's pass rate minus the baseline's, paired by experiment: over the experiments in
-    which both have runs, each weighing the same (None with none; `pairs` in one fixed order).
-    Each tier's mean rate over those experiments is pinned to its interval at PIN_SHARE of the
-    error, the closed experiments' interval takes UNIT_SHARE, the test the rest: all hold at
-    once at `confidence`."""
+def paired_difference(
+    pairs: Sequence[Paired], confidence: float, figure: Figure = Figure.PASS_RATE
+) -> SuiteFigure | None:
+    """A tier's mean of `figure` minus the baseline's, paired by experiment: over the
+    experiments in which both have runs, each weighing the same (None with none; `pairs` in one
+    fixed order). Each tier's mean over those experiments is pinned to its interval at
+    PIN_SHARE of the error, the closed experiments' interval takes UNIT_SHARE, the test the
+    rest: all hold at once at `confidence`."""
     both = [p for p in pairs if p.tier.runs and p.baseline.runs]
     if not both:
         return None
     count = len(both)
     error = 1 - confidence
-    tier = [(1, p.tier.stratum) for p in both]
-    base = [(1, p.baseline.stratum) for p in both]
+    tier = [p.tier.of(figure) for p in both]
+    base = [p.baseline.of(figure) for p in both]
     pins = Pins(
-        equal_weight_sequence(tier, count, 1 - PIN_SHARE * error),
-        equal_weight_sequence(base, count, 1 - PIN_SHARE * error),
+        equal_weight_sequence([(1, t) for t in tier], count, 1 - PIN_SHARE * error),
+        equal_weight_sequence([(1, b) for b in base], count, 1 - PIN_SHARE * error),
     )
-    terms = [term for pair in zip(tier, base, strict=True) for term in (pair[0], (-1, pair[1][1]))]
+    terms = [term for t, b in zip(tier, base, strict=True) for term in ((1, t), (-1, b))]
     test_share = 1 - 2 * PIN_SHARE - UNIT_SHARE
     runs = equal_weight_sequence(terms, count, 1 - test_share * error, pins)
-    units_values = [
-        difference_unit(p.tier.passes / p.tier.runs, p.baseline.passes / p.baseline.runs)
-        for p in both
+    own = [
+        difference_unit(t.total / t.runs, b.total / b.runs) for t, b in zip(tier, base, strict=True)
     ]
-    values, open_units = unit_values_in_order(units_values, [p.closed for p in both])
+    values, open_units = unit_values_in_order(own, [p.closed for p in both])
     units = units_sequence(values, 1 - UNIT_SHARE * error)
     interval = _within(runs, as_difference(widen_by_open(units, len(values), open_units, 0.0)))
     return SuiteFigure(equal_weight_mean(terms, count), *interval, count)

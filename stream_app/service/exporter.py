@@ -137,6 +137,18 @@ SUITE_FAMILIES: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (  # name,
         "interval (bound); a suite's differences hold all together, anytime",
         ("suite", "tier", "bound"),
     ),
+    (
+        "evalstream_suite_mean_composite",
+        "The suite tier's mean composite score, each experiment weighing the same, with its "
+        "interval (bound), anytime",
+        ("suite", "tier", "bound"),
+    ),
+    (
+        "evalstream_suite_mean_composite_difference",
+        "The suite tier's mean composite minus the baseline's, paired by experiment, with its "
+        "interval (bound); a suite's composite differences hold all together, anytime",
+        ("suite", "tier", "bound"),
+    ),
 )
 
 
@@ -160,9 +172,10 @@ class SuiteCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """The families, a sample per suite tier (per detector, per bound)."""
-        dropped, evidence, experiments, runs, paired, rate, difference = (
+        families = [
             GaugeMetricFamily(name, doc, labels=labels) for name, doc, labels in SUITE_FAMILIES
-        )
+        ]
+        dropped, evidence, experiments, runs, paired, *figures = families
         for (suite, tier), entry in list(self.suites.items()):
             report = entry.report
             dropped.add_metric([suite, tier], int(report.drop.dropped))
@@ -171,14 +184,17 @@ class SuiteCollector(Collector):
             experiments.add_metric([suite, tier], report.experiments_with_runs)
             runs.add_metric([suite, tier], report.runs)
             paired.add_metric([suite, tier], report.experiments)
-            for family, figure in (
-                (rate, report.pass_rate),
-                (difference, report.pass_rate_difference),
-            ):
+            shown = (
+                report.pass_rate,
+                report.pass_rate_difference,
+                report.mean_composite,
+                report.mean_composite_difference,
+            )
+            for family, figure in zip(figures, shown, strict=True):
                 if figure is not None:
                     for bound in ("estimate", "low", "high"):
                         family.add_metric([suite, tier, bound], getattr(figure, bound))
-        yield from (dropped, evidence, experiments, runs, paired, rate, difference)
+        yield from families
 
 
 class Exporter:

@@ -172,8 +172,9 @@ SUITE_LEGEND = (
     "each weighing the same.",
     "vs baseline: its pass rate minus the baseline's, paired by experiment (each weighing the "
     "same), over those paired;",
-    "a suite's differences hold all at once. DROPPED = its detectors paged (alert "
-    "SuiteTierDropped).",
+    "comp: the same for its mean composite score, in %. A suite's differences of each hold all at "
+    "once.",
+    "DROPPED = its detectors paged (alert SuiteTierDropped).",
     # A suite of one experiment never pages (core.suite.statistics.MIN_EXPERIMENTS): its tiers' own
     # detectors watch that experiment (TierDropped). Not imported: it would load the detectors.
     "% to a page: the larger of its detectors' evidence, 100 % pages; a suite of one experiment "
@@ -218,19 +219,20 @@ def render_suites(state: LiveState, paint: Paint, colour: bool) -> list[str]:
     for key in sorted(state.suites, key=_in_order):
         suite = state.suites[key]
         name = printable(suite.suite)[:SUITE_WIDTH]
+        baseline = suite.tier == suite.baseline_tier
         lines.append(
             f"{name:<{SUITE_WIDTH}} {printable(suite.tier):<4} "
             f"{suite_pass_rate_text(suite.pass_rate):>{PASS_RATE_WIDTH}} "
-            f"{_suite_difference_cell(suite, paint)} "
+            f"{_compared_cell(baseline, suite.pass_rate_difference, paint)} "
             f"{experiments_paired(suite):<{SUITE_EXPERIMENTS_WIDTH}} "
             f"{suite.runs:>{SUITE_RUNS_WIDTH}} {_suite_state(suite, paint)}"
         )
+        composite = _compared_cell(baseline, suite.mean_composite_difference, paint).rstrip()
+        lines.append(
+            f"{'':<{SUITE_WIDTH}} {'comp':<4} "
+            f"{suite_pass_rate_text(suite.mean_composite):>{PASS_RATE_WIDTH}} {composite}"
+        )
     return lines + [""] + [paint(line, DIM) for line in SUITE_LEGEND]
-
-
-def _suite_difference_cell(suite: SuiteTier, paint: Paint) -> str:
-    """A suite tier's difference from the baseline, as an experiment's reads."""
-    return _compared_cell(suite.tier == suite.baseline_tier, suite.pass_rate_difference, paint)
 
 
 def render(state: LiveState, header: str, colour: bool, now: float | None = None) -> str:

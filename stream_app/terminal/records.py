@@ -92,7 +92,8 @@ def pass_rate_text(cumulative: CumulativeStats) -> str:
 
 
 def suite_pass_rate_text(figure: SuiteEstimate | None) -> str:
-    """A suite tier's pass rate, in %, with its interval; "—" before a run with an outcome."""
+    """A suite tier's pass rate (or mean composite), in %, with its interval; "—" before a
+    run."""
     if figure is None:
         return "—"
     return f"{_points(figure.estimate)} [{_points(figure.low)}, {_points(figure.high)}]"
@@ -148,24 +149,30 @@ def aggregate_line(agg: TierAggregate) -> str:
 
 
 def suite_line(report: SuiteTier) -> str:
-    """A suite's tier: its pass rate over the suite's experiments and its difference from the
-    baseline with their intervals, the experiments they cover, its runs, and its drop detectors
-    (each one's evidence, 1 pages), DROPPED when they paged (what `SuiteTierDropped` pages on)."""
+    """A suite's tier: its pass rate and mean composite over the suite's experiments and their
+    differences from the baseline with their intervals, the experiments they cover, its runs,
+    and its drop detectors (each one's evidence, 1 pages), DROPPED when they paged (what
+    `SuiteTierDropped` pages on)."""
     evidence = " ".join(f"{d} {ratio:.2f}" for d, ratio in report.drop.evidence.items())
     evidence = evidence or "none yet"
     drop = f"DROPPED (evidence {evidence})" if report.drop.dropped else f"drop evidence {evidence}"
-    difference = report.pass_rate_difference
-    if report.tier == report.baseline_tier:
-        versus = "baseline"
-    elif difference is None:
-        versus = f"vs {report.baseline_tier} —"
-    else:
-        versus = f"vs {report.baseline_tier} {difference_text(difference)}"
     return (
         f"suite {printable(report.suite)}/{printable(report.tier)}  "
-        f"pass {suite_pass_rate_text(report.pass_rate)}  {versus}  "
+        f"pass {suite_pass_rate_text(report.pass_rate)}  "
+        f"{_versus(report, report.pass_rate_difference)}  "
+        f"composite {suite_pass_rate_text(report.mean_composite)}  "
+        f"{_versus(report, report.mean_composite_difference)}  "
         f"{experiments_paired(report)}, {report.runs} runs  {drop}"
     )
+
+
+def _versus(report: SuiteTier, difference: SuiteDifference | None) -> str:
+    """A suite figure's difference from the baseline, "baseline" for the baseline itself."""
+    if report.tier == report.baseline_tier:
+        return "baseline"
+    if difference is None:
+        return f"vs {report.baseline_tier} —"
+    return f"vs {report.baseline_tier} {difference_text(difference)}"
 
 
 def _grade_change(change: GradeChange) -> str:

@@ -234,6 +234,7 @@ def test_every_suite_message_written_is_one_of_its_contract() -> None:
             1_700_000_000_000_000 + k,
             (-(2**40), 0, k, 1, 2, 3),
             k % 2 == 0,
+            k / 400,
         )
         for k in range(400)
     ]

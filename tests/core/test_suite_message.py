@@ -21,16 +21,16 @@ from stream_app.core.suite.message import (
 
 def run(seq: int = 1, experiment: str = "exp") -> list[Any]:
     evidence = [1, -2, 3, 0, 0, MAX_EVIDENCE_UNITS]
-    return [experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2]
+    return [experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2, seq / 1000]
 
 
 def suite_run(seq: int = 1, experiment: str = "exp") -> SuiteRun:
     evidence = (1, -2, 3, 0, 0, MAX_EVIDENCE_UNITS)
-    return SuiteRun(experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2 == 1)
+    return SuiteRun(experiment, 7, seq, 1_700_000_000_000_000, evidence, seq % 2 == 1, seq / 1000)
 
 
 def doc(**changes: Any) -> bytes:
-    value = {"v": 3, "suite": "agent", "tier": "T1", "runs": [run()], **changes}
+    value = {"v": 4, "suite": "agent", "tier": "T1", "runs": [run()], **changes}
     return json.dumps(value).encode()
 
 
@@ -46,7 +46,7 @@ def test_the_written_bytes_are_compact_and_only_what_the_message_holds() -> None
     assert written == json.dumps(json.loads(doc()), separators=(",", ":")).encode()
     assert (
         SuiteMessage("a", "T0", retired=("x",)).to_json()
-        == b'{"v":3,"suite":"a","tier":"T0","retired":["x"]}'
+        == b'{"v":4,"suite":"a","tier":"T0","retired":["x"]}'
     )
 
 
@@ -55,28 +55,32 @@ def test_the_written_bytes_are_compact_and_only_what_the_message_holds() -> None
     [
         doc(v=2.0),
         doc(v=True),
-        doc(v=4),
-        doc(v=2),  # versions before 3: no release wrote them (docs/architecture.md)
-        doc(v=3.0),
-        doc(runs=[run()[:5]]),  # a run without its outcome (version 2's)
-        doc(runs=[[*run()[:5], 2]]),
-        doc(runs=[[*run()[:5], True]]),
-        doc(runs=[[*run()[:5], 1, 0]]),
+        doc(v=5),
+        doc(v=3),  # versions before 4: no release wrote them (docs/architecture.md)
+        doc(v=4.0),
+        doc(runs=[run()[:6]]),  # a run without its composite (version 3's)
+        doc(runs=[run()[:5]]),  # nor its outcome (version 2's)
+        doc(runs=[[*run()[:5], 2, 0.5]]),
+        doc(runs=[[*run()[:5], True, 0.5]]),
+        doc(runs=[[*run()[:5], 1, 1.5]]),  # a composite is in [0, 1]
+        doc(runs=[[*run()[:5], 1, -0.1]]),
+        doc(runs=[[*run()[:5], 1, "0.5"]]),
+        doc(runs=[[*run()[:6], 0.5, 0]]),
         doc(tier="b/T1"),  # would be filed under suite "agent/b"
         doc(tier="gold"),
         doc(suite=""),
         doc(suite="x" * 201),
         doc(suite="\ud800"),  # a lone surrogate: UTF-8 cannot write the record key
         doc(runs=[run(seq=0)]),
-        doc(runs=[["exp", 0, 1, 0, [0] * SIZE, 1]]),  # incarnations count from 1
-        doc(runs=[["\udfff", 7, 1, 0, [0] * SIZE, 1]]),
-        doc(runs=[["exp", 7, 1, -1, [0] * SIZE, 1]]),
-        doc(runs=[["exp", 7, 2**63, 0, [0] * SIZE, 1]]),
-        doc(runs=[["exp", 7, 1, 0, [0] * (SIZE - 1), 1]]),
-        doc(runs=[["exp", 7, 1, 0, [MAX_EVIDENCE_UNITS + 1, 0, 0, 0, 0, 0], 1]]),
-        doc(runs=[["exp", 7, 1, 0, [True, 0, 0, 0, 0, 0], 1]]),
-        doc(runs=[["exp", 7, 1, 0, [0.5, 0, 0, 0, 0, 0], 1]]),
-        doc(runs=[["exp", 7, 1.0, 0, [0] * SIZE, 1]]),
+        doc(runs=[["exp", 0, 1, 0, [0] * SIZE, 1, 1.0]]),  # incarnations count from 1
+        doc(runs=[["\udfff", 7, 1, 0, [0] * SIZE, 1, 1.0]]),
+        doc(runs=[["exp", 7, 1, -1, [0] * SIZE, 1, 1.0]]),
+        doc(runs=[["exp", 7, 2**63, 0, [0] * SIZE, 1, 1.0]]),
+        doc(runs=[["exp", 7, 1, 0, [0] * (SIZE - 1), 1, 1.0]]),
+        doc(runs=[["exp", 7, 1, 0, [MAX_EVIDENCE_UNITS + 1, 0, 0, 0, 0, 0], 1, 1.0]]),
+        doc(runs=[["exp", 7, 1, 0, [True, 0, 0, 0, 0, 0], 1, 1.0]]),
+        doc(runs=[["exp", 7, 1, 0, [0.5, 0, 0, 0, 0, 0], 1, 1.0]]),
+        doc(runs=[["exp", 7, 1.0, 0, [0] * SIZE, 1, 1.0]]),
         doc(retired=["ok", "\ud800"]),
         doc(retired=[""]),
         doc(extra=1),

@@ -50,7 +50,9 @@ def experiment_runs(
             at = night * DAY_US + 3_600_000_000 + (offset_s + k * 60) * 1_000_000
             run = WindowEntry(at, f"{experiment}/{night}/{k}", float(passed), score, 0, 0, 0, 0)
             feed, evidence = feed.observe(run, RATIOS)
-            out.append(SuiteRun(experiment, feed.epoch, len(out) + 1, at, evidence, passed))
+            out.append(
+                SuiteRun(experiment, feed.epoch, len(out) + 1, at, evidence, passed, float(passed))
+            )
     return experiment, out
 
 
@@ -125,8 +127,8 @@ def test_repeats_are_dropped_by_their_sequence() -> None:
 
 def test_a_new_incarnation_is_taken_and_a_late_repeat_of_an_old_one_is_not() -> None:
     share = ExperimentShare()
-    first = [SuiteRun("e", 11, seq, seq * HOUR_US, (0,) * SIZE, True) for seq in (1, 2, 3)]
-    again = [SuiteRun("e", 22, seq, (10 + seq) * HOUR_US, (0,) * SIZE, True) for seq in (1, 2)]
+    first = [SuiteRun("e", 11, seq, seq * HOUR_US, (0,) * SIZE, True, 1.0) for seq in (1, 2, 3)]
+    again = [SuiteRun("e", 22, seq, (10 + seq) * HOUR_US, (0,) * SIZE, True, 1.0) for seq in (1, 2)]
     assert all(share.takes(run) for run in first)
     assert all(share.takes(run) for run in again)  # its tier started afresh
     assert (share.epoch, share.seq, share.runs, share.retired) == (22, 2, 5, (11,))
@@ -152,7 +154,7 @@ def test_windows_commute_and_run_by_run_equals_remade(
         stream = streams.setdefault(f"e{experiment}", [])
         evidence = tuple(sign * (k + 1) * 2**30 for k in range(SIZE))
         stream.append(
-            SuiteRun(f"e{experiment}", 1, len(stream) + 1, hour * HOUR_US, evidence, True)
+            SuiteRun(f"e{experiment}", 1, len(stream) + 1, hour * HOUR_US, evidence, True, 1.0)
         )
     forward = suite_of(list(streams.items()), rnd)
     backward = SuiteState()
@@ -201,7 +203,7 @@ def test_a_stationary_suite_does_not_page_and_one_experiment_never_does() -> Non
     # suite's clock is its second newest experiment's, so there is no window yet
     alone = SuiteState()
     for k in range(300):
-        alone.add("solo", SuiteRun("solo", 1, k + 1, k * HOUR_US, (10 * 2**32,) * SIZE, True))
+        alone.add("solo", SuiteRun("solo", 1, k + 1, k * HOUR_US, (10 * 2**32,) * SIZE, True, 1.0))
     status = alone.status(DESIGN)
     assert not status.dropped
     assert status.evidence == {"pass_rate": 0.0, "score": 0.0}
@@ -328,8 +330,8 @@ def test_the_statistics_are_what_their_definition_says() -> None:
     # a busy hour: its next hour's change point weighs 60, not its 90 runs
     at = 15 * DAY_US + 20 * HOUR_US
     for k in range(90):
-        state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE, True))
-    state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE, True))
+        state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE, True, 1.0))
+    state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE, True, 1.0))
     pooled, sparse = by_definition(state)
     kept = state.pooled_statistics(1e300), state.sparse_statistics(1e300)
     for got, want, rel in zip(kept, (pooled, sparse), (1e-9, 1e-6), strict=True):
@@ -342,7 +344,8 @@ def test_the_statistics_are_what_their_definition_says() -> None:
         for k in range(100):
             for name in ("a", "b"):
                 calm.add(
-                    name, SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE, True)
+                    name,
+                    SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE, True, 1.0),
                 )
     assert [r[0] for r in calm.pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
 
@@ -368,7 +371,9 @@ def test_a_copy_and_its_original_change_apart() -> None:
     before = state.to_state()
     copy = state.copy()
     more = [
-        SuiteRun(name, runs[-1].epoch, 100 + k, runs[-1].completed_at_us, (2**31,) * SIZE, True)
+        SuiteRun(
+            name, runs[-1].epoch, 100 + k, runs[-1].completed_at_us, (2**31,) * SIZE, True, 1.0
+        )
         for k, (name, runs) in enumerate(streams)
     ]
     for run in more:
@@ -395,7 +400,7 @@ def test_retiring_many_experiments_at_once_makes_the_statistics_again_once(
 
     state = SuiteState()
     for e in range(300):
-        state.add(f"e{e}", SuiteRun(f"e{e}", 1, 1, e * 60_000_000, (1,) * SIZE, True))
+        state.add(f"e{e}", SuiteRun(f"e{e}", 1, 1, e * 60_000_000, (1,) * SIZE, True, 1.0))
     rebuilds = 0
     rebuild = SuiteState._rebuild
 
@@ -418,7 +423,9 @@ def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
     clock) leaves the window where the other experiments are, and their regression pages."""
     streams = streams_of(5, 40, 22, fall_on=20)
     state = SuiteState()
-    future = SuiteRun("task-00", streams[0][1][0].epoch, 10_000, 400 * DAY_US, (0,) * SIZE, True)
+    future = SuiteRun(
+        "task-00", streams[0][1][0].epoch, 10_000, 400 * DAY_US, (0,) * SIZE, True, 1.0
+    )
     state.add("task-00", future)
     runs = sorted((r for _, s in streams for r in s), key=lambda r: r.completed_at_us)
     paged = False
@@ -434,7 +441,7 @@ def test_one_experiment_dated_years_ahead_does_not_blind_its_suite() -> None:
 
 def _nats(experiment: str, seq: int, hour: int, nats: float) -> SuiteRun:
     """A run of `experiment` at `hour` whose evidence is `nats` in every component."""
-    return SuiteRun(experiment, 1, seq, hour * HOUR_US, (int(nats * 2**32),) * SIZE, True)
+    return SuiteRun(experiment, 1, seq, hour * HOUR_US, (int(nats * 2**32),) * SIZE, True, 1.0)
 
 
 def test_a_night_of_tasks_run_one_after_another_pages_on_its_own_runs() -> None:

@@ -14,18 +14,17 @@ from bench.suite_comparison import Suite, clip, harness, speeds, twice, uniform,
 from stream_app.metrics.bet_mixture import log_mixture, needed
 from stream_app.metrics.intervals import Interval
 from stream_app.metrics.suite_comparison import (
-    Outcomes,
     Paired,
     Pins,
-    Stratum,
     Term,
     _dual,
     _knapsack,
     equal_weight_mean,
     equal_weight_sequence,
     paired_difference,
-    suite_pass_rate,
+    suite_mean,
 )
+from stream_app.metrics.suite_outcomes import Figure, Outcomes, Stratum
 from tests.simulation_size import trials
 
 LEVEL = math.log(40)
@@ -34,7 +33,8 @@ LEVEL = math.log(40)
 def outcomes(rnd: random.Random, rate: float, runs: int) -> Outcomes:
     o = Outcomes()
     for i in range(runs):
-        o = o.add(rnd.random() < rate, i)
+        passed = rnd.random() < rate
+        o = o.add(passed, float(passed), i)
     return o
 
 
@@ -43,7 +43,7 @@ def random_terms(rnd: random.Random, count: int, most: int = 40) -> list[Term]:
     for _ in range(count):
         rate = rnd.random()
         for sign in (1, -1):
-            terms.append((sign, outcomes(rnd, rate, rnd.randint(1, most)).stratum))
+            terms.append((sign, outcomes(rnd, rate, rnd.randint(1, most)).of(Figure.PASS_RATE)))
     return terms
 
 
@@ -51,7 +51,7 @@ def test_the_spread_is_about_the_estimate_before_each_run() -> None:
     seen = [True, True, False, True, False, False, True]
     o = Outcomes()
     for i, x in enumerate(seen):
-        o = o.add(x, i)
+        o = o.add(x, float(x), i)
     by_definition = math.fsum(
         (x - (sum(seen[:i]) + 0.5) / (i + 1)) ** 2 for i, x in enumerate(seen)
     )
@@ -127,7 +127,11 @@ def test_a_tier_with_more_runs_than_the_baseline_cannot_move_both_rates_together
     is left costs: docs/statistics.md, 'Suite comparisons')."""
     rnd = random.Random(11)
     pairs = [Paired(outcomes(rnd, 0.5, 40), outcomes(rnd, 0.5, 20), None) for _ in range(30)]
-    terms = [term for t, b, _ in pairs for term in ((1, t.stratum), (-1, b.stratum))]
+    terms = [
+        term
+        for t, b, _ in pairs
+        for term in ((1, t.of(Figure.PASS_RATE)), (-1, b.of(Figure.PASS_RATE)))
+    ]
     unpinned = equal_weight_sequence(terms, 30, 0.95)
     pinned = paired_difference(pairs, 0.95)
     assert pinned is not None
@@ -146,8 +150,8 @@ def test_the_mixture_reaches_its_level_at_the_evidence_needed() -> None:
 def test_a_rate_near_0_9_does_not_pay_for_the_variance_of_one_half() -> None:
     high = [Outcomes(20, 18, 20 * 0.09) for _ in range(30)]
     middle = [Outcomes(20, 10, 20 * 0.25) for _ in range(30)]
-    near = suite_pass_rate(high, 0.95)
-    half = suite_pass_rate(middle, 0.95)
+    near = suite_mean(high, 0.95)
+    half = suite_mean(middle, 0.95)
     assert near is not None
     assert half is not None
     assert near.high - near.low < 0.75 * (half.high - half.low)
@@ -172,7 +176,7 @@ def test_what_no_figure_covers_is_refused_or_none() -> None:
         equal_weight_sequence([(1, Stratum(0, 0.0, 0.0))], 1, 0.95)
     with pytest.raises(ValueError, match="confidence"):
         equal_weight_sequence([(1, Stratum(1, 1.0, 0.25))], 1, 1.0)
-    assert suite_pass_rate([Outcomes()], 0.95) is None
+    assert suite_mean([Outcomes()], 0.95) is None
     assert paired_difference([Paired(Outcomes(3, 1, 0.7), Outcomes(), 1)], 0.95) is None
     assert equal_weight_mean([(1, Stratum(4, 1.0, 1.0)), (-1, Stratum(2, 2.0, 0.5))], 1) == -0.75
 
@@ -201,3 +205,29 @@ def test_ten_points_with_20_runs_a_task_on_50_tasks_is_flagged_in_nine_suites_of
 
     results = [walk(suite(rnd), rnd, every=2000) for rnd in map(random.Random, range(900, 960))]
     assert sum(r.significant for r in results) >= 0.9 * len(results)
+
+
+def test_the_mean_composite_is_its_own_figure_with_its_own_spread() -> None:
+    """Runs that all fail with a composite of 0.8 (their implementation rate): the pass rate is
+    0, the mean composite 0.8, and its interval narrow, since its values do not vary."""
+    strata, baseline = [], []
+    for task in range(40):
+        o, b = Outcomes(), Outcomes()
+        for k in range(20):
+            o = o.add(False, 0.8, 100 * task + k)
+            b = b.add(False, 0.0, 100 * task + k)
+        strata.append(o)
+        baseline.append(b)
+    rate = suite_mean(strata, 0.95)
+    composite = suite_mean(strata, 0.95, Figure.COMPOSITE)
+    assert rate is not None
+    assert composite is not None
+    assert rate.estimate == 0.0
+    assert composite.estimate == pytest.approx(0.8)
+    assert composite.low <= 0.8 <= composite.high
+    assert composite.high - composite.low < 0.1
+    pairs = [Paired(t, b, None) for t, b in zip(strata, baseline, strict=True)]
+    difference = paired_difference(pairs, 0.95, Figure.COMPOSITE)
+    assert difference is not None  # the baseline's composites all 0
+    assert difference.estimate == pytest.approx(0.8)
+    assert difference.low > 0.5

@@ -11,7 +11,8 @@ import pytest
 
 from bench.suite_comparison import uneven_harness, walk
 from stream_app.metrics.intervals import Interval
-from stream_app.metrics.suite_comparison import Outcomes, closings
+from stream_app.metrics.suite_comparison import closings
+from stream_app.metrics.suite_outcomes import Outcomes
 from stream_app.metrics.suite_units import (
     as_difference,
     closing_times,
@@ -34,12 +35,12 @@ def test_a_task_closes_when_its_tier_starts_another_after_its_latest_run() -> No
 
 
 def test_a_new_incarnation_starts_its_stratum_again() -> None:
-    o = Outcomes().add(True, 100).add(False, 105)
+    o = Outcomes().add(True, 1.0, 100).add(False, 0.5, 105)
     assert (o.start, o.latest) == (100, 105)
-    again = o.add(True, 900, restart=True)
+    again = o.add(True, 1.0, 900, restart=True)
     assert (again.start, again.latest, again.runs) == (900, 900, 3)
     # last night's tasks all started before tonight's reruns ended: tonight's starts close them
-    tonight = [again, Outcomes().add(True, 50).add(True, 950, restart=True)]
+    tonight = [again, Outcomes().add(True, 1.0, 50).add(True, 1.0, 950, restart=True)]
     assert closings(tonight) == [950, None]
 
 

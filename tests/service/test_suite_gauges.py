@@ -1,5 +1,5 @@
 """A suite tier's gauges on `/metrics`: the latest report of each `(suite, tier)` the worker
-owns, twelve series each (nine for the baseline), gone when the worker lets the suite tier
+owns, eighteen series each (twelve for the baseline), gone when the worker lets the suite tier
 go."""
 
 from schemas.suites import SuiteTier
@@ -26,6 +26,8 @@ def report(dropped: bool, pass_rate: float, score: float, tier: str = "T3") -> S
         evidence={"pass_rate": pass_rate, "score": score},
         pass_rate=(0.625, 0.5, 0.75),
         difference=(0.04, -0.02, 0.1),
+        composite=(0.7, 0.55, 0.85),
+        composite_difference=(0.02, -0.05, 0.09),
     )
 
 
@@ -37,7 +39,7 @@ def bound(name: str) -> tuple[tuple[str, str], ...]:
     return (("bound", name), *SUITE)
 
 
-def test_a_suite_tier_has_twelve_series_with_its_latest_report() -> None:
+def test_a_suite_tier_has_eighteen_series_with_its_latest_report() -> None:
     exporter = Exporter(__version__)
     exporter.set_suite(report(False, 0.25, 0.5))
     exporter.set_suite(report(True, 1.0, 0.75))  # the latest report wins
@@ -54,6 +56,12 @@ def test_a_suite_tier_has_twelve_series_with_its_latest_report() -> None:
         ("evalstream_suite_pass_rate_difference", bound("estimate")): 0.04,
         ("evalstream_suite_pass_rate_difference", bound("low")): -0.02,
         ("evalstream_suite_pass_rate_difference", bound("high")): 0.1,
+        ("evalstream_suite_mean_composite", bound("estimate")): 0.7,
+        ("evalstream_suite_mean_composite", bound("low")): 0.55,
+        ("evalstream_suite_mean_composite", bound("high")): 0.85,
+        ("evalstream_suite_mean_composite_difference", bound("estimate")): 0.02,
+        ("evalstream_suite_mean_composite_difference", bound("low")): -0.05,
+        ("evalstream_suite_mean_composite_difference", bound("high")): 0.09,
     }
     page = exporter.render().decode()
     assert "# TYPE evalstream_suite_dropped gauge" in page
@@ -73,7 +81,7 @@ def test_a_removed_suite_tier_leaves_no_series_and_others_stay() -> None:
     exporter.remove_suite("claude-agent", "T3")
     exporter.remove_suite("claude-agent", "T9")  # never set: nothing happens
     left = suite_series(exporter)
-    assert len(left) == 12
+    assert len(left) == 18
     assert all(("tier", "T4") in labels for _, labels in left)
     exporter.remove_suite("claude-agent", "T4")
     assert not suite_series(exporter)
@@ -91,13 +99,27 @@ def test_the_suite_families_are_among_those_metrics_can_carry() -> None:
         "evalstream_suite_experiments_paired",
         "evalstream_suite_pass_rate",
         "evalstream_suite_pass_rate_difference",
+        "evalstream_suite_mean_composite",
+        "evalstream_suite_mean_composite_difference",
     } <= names
 
 
 def test_the_baseline_and_a_tier_not_yet_paired_have_no_difference_series() -> None:
     exporter = Exporter(__version__)
     exporter.set_suite(suite_tier("s", "T0", pass_rate=(0.5, 0.4, 0.6)))
-    exporter.set_suite(suite_tier("s", "T2", experiments=0, pass_rate=None, difference=None))
+    exporter.set_suite(
+        suite_tier(
+            "s",
+            "T2",
+            experiments=0,
+            pass_rate=None,
+            difference=None,
+            composite=None,
+            composite_difference=None,
+        )
+    )
     names = [name for name, _ in suite_series(exporter)]
     assert "evalstream_suite_pass_rate_difference" not in names
+    assert "evalstream_suite_mean_composite_difference" not in names
     assert names.count("evalstream_suite_pass_rate") == 3  # the baseline's alone
+    assert names.count("evalstream_suite_mean_composite") == 3

@@ -36,7 +36,10 @@ def message(
     tier: str = "T1",
     passed: bool = True,
 ) -> bytes:
-    runs = tuple(SuiteRun(experiment, epoch, s, s * HOUR_US, (s,) * SIZE, passed) for s in seqs)
+    runs = tuple(
+        SuiteRun(experiment, epoch, s, s * HOUR_US, (s,) * SIZE, passed, 0.75 * passed)
+        for s in seqs
+    )
     return SuiteMessage(suite, tier, runs).to_json()
 
 
@@ -75,8 +78,18 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
     assert [r["tier"] for r in sends.to(suites_topic)] == ["T0", "T1"]
     assert sends.to(suites_topic)[1] == t1
     spread = (1 - 1 / 2) ** 2 + (1 - 3 / 4) ** 2 + (1 - 5 / 6) ** 2  # about (P + 1/2) / (n + 1)
+    # each composite 0.75, about (sum + 1/2) / (n + 1) too
+    composite_spread = (0.75 - 1 / 2) ** 2 + (0.75 - 1.25 / 2) ** 2 + (0.75 - 2 / 3) ** 2
     stored = json.loads(table[record_key("agent/T1", "a")])["o"]  # and its first and latest run
-    assert stored == [3, 3, pytest.approx(spread), 1 * HOUR_US, 3 * HOUR_US]
+    assert stored == [
+        3,
+        3,
+        pytest.approx(spread),
+        2.25,
+        pytest.approx(composite_spread),
+        1 * HOUR_US,
+        3 * HOUR_US,
+    ]
 
 
 async def test_a_tier_quarantined_while_its_suite_is_published_is_withdrawn() -> None:

@@ -221,14 +221,27 @@ def suite_record(report: SuiteTier) -> Record:
     return Record("suite-tiers", report.model_dump_json().encode(), key)
 
 
-def suite_rows(text: str) -> list[str]:
-    """The rows of the suite section, its heading first; none without one."""
+def section(text: str) -> list[str]:
+    """The lines of the suite section, its heading first; none without one."""
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("suite ")]
     if not starts:
         return []
     rows = lines[starts[0] :]
     return rows[: rows.index("")]
+
+
+def suite_rows(text: str) -> list[str]:
+    """The heading and each suite tier's first row (its pass rate's)."""
+    return [line for line in section(text) if not COMPOSITE_ROW.match(line)]
+
+
+def composite_rows(text: str) -> list[str]:
+    """Each suite tier's second row: its mean composite's."""
+    return [line for line in section(text) if COMPOSITE_ROW.match(line)]
+
+
+COMPOSITE_ROW = re.compile(r" {19}comp ")
 
 
 def test_a_suite_tier_shows_below_the_experiments() -> None:
@@ -245,6 +258,10 @@ def test_a_suite_tier_shows_below_the_experiments() -> None:
         f"{'claude':<18} T2   {'60.0 [50.0, 70.0]':>19} {'+4.0 [-2.0, +10.0] ~':>24} "
         f"{'3 experiments paired':<22} {120:>7}  42 % to a page",
     ]
+    # the mean composite under the pass rate, its difference under the pass rate's
+    assert composite_rows(text) == [
+        f"{'':<18} comp {'70.0 [60.0, 80.0]':>19} {'+3.0 [-1.0, +7.0] ~':>24}"
+    ]
     lines = text.splitlines()
     assert lines.index(heading) > lines.index(row(text, "T1"))
     assert lines.index(heading) > max(
@@ -254,6 +271,7 @@ def test_a_suite_tier_shows_below_the_experiments() -> None:
     assert "a suite is every experiment of one agent" in legend
     assert "paired by experiment" in legend
     assert "DROPPED = its detectors paged (alert SuiteTierDropped)" in legend
+    assert "comp: the same for its mean composite score" in legend
     assert max(len(line) for line in lines) <= 120
 
 
@@ -279,9 +297,22 @@ def test_a_suite_tier_short_of_a_page_shows_how_far_rounded_down() -> None:
 
 def test_a_suite_tier_not_yet_paired_shows_a_dash() -> None:
     state = LiveState()
-    state.add("suites", suite_record(suite_tier(experiments=0, pass_rate=None, difference=None)))
-    [row_] = suite_rows(render(state, "", colour=False))[1:]
+    state.add(
+        "suites",
+        suite_record(
+            suite_tier(
+                experiments=0,
+                pass_rate=None,
+                difference=None,
+                composite=None,
+                composite_difference=None,
+            )
+        ),
+    )
+    text = render(state, "", colour=False)
+    [row_] = suite_rows(text)[1:]
     assert re.match(r"claude\s+T2\s+—\s+—\s+0 experiments paired\s+120", row_), row_
+    assert re.match(r" +comp +— +—$", composite_rows(text)[0])
 
 
 def test_a_significant_suite_difference_is_coloured_by_its_sign() -> None:
@@ -331,6 +362,7 @@ def test_a_suite_name_is_printable_and_cut_to_its_column() -> None:
     text = render(state, "", colour=False)
     assert "\x1b" not in text
     _, evil, long = suite_rows(text)
+    assert len(composite_rows(text)) == 2
     assert evil.startswith("evil\\x1b[2J ")
     assert long.startswith("x" * 18 + " T2 ")
     assert len(evil) == len(long)

@@ -53,17 +53,28 @@ def test_suite_line() -> None:
     line = format_record("suites", Record("suite-tiers", value, b"claude/T2"))
     assert line == (
         "suite claude\\x1b[2J/T2  pass 60.0 [50.0, 70.0]  vs T0 +4.0 [-2.0, +10.0] ~  "
+        "composite 70.0 [60.0, 80.0]  vs T0 +3.0 [-1.0, +7.0] ~  "
         "3 experiments paired, 120 runs  drop evidence pass_rate 1.20 score 0.05"
     )
-    assert suite_line(report(dropped=True, experiments=1, difference=(0.1, 0.05, 0.15))) == (
+    dropped = report(
+        dropped=True,
+        experiments=1,
+        difference=(0.1, 0.05, 0.15),
+        composite_difference=(-0.1, -0.15, -0.05),
+    )
+    assert suite_line(dropped) == (
         "suite claude\\x1b[2J/T2  pass 60.0 [50.0, 70.0]  vs T0 +10.0 [+5.0, +15.0]  "
+        "composite 70.0 [60.0, 80.0]  vs T0 -10.0 [-15.0, -5.0]  "
         "1 experiment paired, 120 runs  DROPPED (evidence pass_rate 1.20 score 0.05)"
     )
-    no_evidence = suite_tier("s", "T0", experiments=2, runs=0, pass_rate=None, evidence={})
-    assert suite_line(no_evidence) == (
-        "suite s/T0  pass —  baseline  2 experiments, 0 runs  drop evidence none yet"
+    no_evidence = suite_tier(
+        "s", "T0", experiments=2, runs=0, pass_rate=None, composite=None, evidence={}
     )
-    unpaired = suite_tier("s", "T4", experiments=0, difference=None)
+    assert suite_line(no_evidence) == (
+        "suite s/T0  pass —  baseline  composite —  baseline  2 experiments, 0 runs  "
+        "drop evidence none yet"
+    )
+    unpaired = suite_tier("s", "T4", experiments=0, difference=None, composite_difference=None)
     assert "  vs T0 —  0 experiments paired, " in suite_line(unpaired)
 
 

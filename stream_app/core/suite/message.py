@@ -1,8 +1,8 @@
 """What the windows hop tells the suite hop: a bundle of accepted runs of one `(suite, tier)`, each
-with its evidence, its outcome and its place in its tier (incarnation and sequence: a repeat is
-dropped), or the experiments retired from it. As few messages per suite tier and batch as fit
-the broker's message limit. The format is the model `schemas.suite_runs.SuiteRunsMessage`: read
-and written through it, here."""
+with its evidence, its outcome, its composite score and its place in its tier (incarnation and
+sequence: a repeat is dropped), or the experiments retired from it. As few messages per suite
+tier and batch as fit the broker's message limit. The format is the model
+`schemas.suite_runs.SuiteRunsMessage`: read and written through it, here."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ _NAME: Final = TypeAdapter(Name)
 @dataclass(frozen=True, slots=True)
 class SuiteRun:
     """One accepted run's share of its suite: its experiment, its tier's incarnation and the
-    tier's accepted runs counting it (`seq`), when it completed, its evidence, and whether it
-    passed."""
+    tier's accepted runs counting it (`seq`), when it completed, its evidence, whether it
+    passed, and its composite score."""
 
     experiment_id: str
     epoch: int
@@ -43,9 +43,10 @@ class SuiteRun:
     completed_at_us: int
     evidence: Evidence
     passed: bool
+    composite: float
 
     def row(self) -> SuiteRunRow:
-        """The run as it travels in a bundle (its outcome last, 1 for a pass, 0 else)."""
+        """The run as it travels in a bundle (its outcome 1 for a pass, 0 else)."""
         return (
             self.experiment_id,
             self.epoch,
@@ -53,13 +54,14 @@ class SuiteRun:
             self.completed_at_us,
             self.evidence,
             int(self.passed),
+            self.composite,
         )
 
     @classmethod
     def of_row(cls, row: SuiteRunRow) -> SuiteRun:
         """`row`'s inverse (a row the model has checked)."""
-        experiment_id, epoch, seq, at, evidence, outcome = row
-        return cls(experiment_id, epoch, seq, at, evidence, outcome == 1)
+        experiment_id, epoch, seq, at, evidence, outcome, composite = row
+        return cls(experiment_id, epoch, seq, at, evidence, outcome == 1, composite)
 
 
 @dataclass(frozen=True, slots=True)

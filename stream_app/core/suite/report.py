@@ -1,6 +1,7 @@
-"""What the tiers of a suite show, made together: each tier's pass rate over the suite's
-experiments, its difference from the baseline paired by experiment (all of a suite's differences
-holding at once), and its drop detectors. The suite hop and `replay` both report with this."""
+"""What the tiers of a suite show, made together: each tier's pass rate and mean composite over
+the suite's experiments, each one's difference from the baseline paired by experiment (all of a
+suite's differences of a figure holding at once), and its drop detectors. The suite hop and
+`replay` both report with this."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from stream_app.metrics.suite_comparison import (
     SuiteFigure,
     closings,
     paired_difference,
-    suite_pass_rate,
+    suite_mean,
 )
+from stream_app.metrics.suite_outcomes import Figure
 
 
 def suite_reports(
@@ -40,11 +42,14 @@ def suite_reports(
         state = states[tier]
         status = state.status(design)
         outcomes = [state.shares[e].outcomes for e in sorted(state.shares)]
-        rate = suite_pass_rate(outcomes, confidence)
-        difference = paired_difference(pairs[tier], each) if tier in pairs else None
+        rate, composite = (suite_mean(outcomes, confidence, f) for f in Figure)
         if tier in pairs:
+            difference, composite_difference = (
+                paired_difference(pairs[tier], each, f) for f in Figure
+            )
             experiments = difference.experiments if difference else 0
         else:
+            difference = composite_difference = None
             experiments = rate.experiments if rate else 0
         yield SuiteTier(
             suite=suite,
@@ -55,6 +60,8 @@ def suite_reports(
             baseline_tier=baseline_tier,
             pass_rate=_estimate(rate),
             pass_rate_difference=_difference(difference),
+            mean_composite=_estimate(composite),
+            mean_composite_difference=_difference(composite_difference),
             difference_confidence=confidence,
             drop=SuiteDrop(dropped=status.dropped, evidence=status.evidence),
         )

@@ -12,7 +12,7 @@ from stream_app.core.stored_values import is_count, is_integer
 from stream_app.core.suite.evidence import SIZE
 from stream_app.core.suite.message import MAX_EVIDENCE_UNITS, SuiteRun
 from stream_app.core.suite.window import HOUR_US, WINDOW_HOURS
-from stream_app.metrics.suite_comparison import Outcomes
+from stream_app.metrics.suite_outcomes import Outcomes
 
 MAX_RETIRED_EPOCHS: Final = 4
 """Earlier incarnations of an experiment's tier remembered, so that a late repeat of theirs is
@@ -54,7 +54,7 @@ class ExperimentShare:
                 restart = True
         self.epoch, self.seq = run.epoch, run.seq
         self.runs += 1
-        self.outcomes = self.outcomes.add(run.passed, run.completed_at_us, restart)
+        self.outcomes = self.outcomes.add(run.passed, run.composite, run.completed_at_us, restart)
         return True
 
     def to_state(self) -> dict[str, Any]:
@@ -66,7 +66,7 @@ class ExperimentShare:
             "q": self.seq,
             "n": self.runs,
             "h": [[h, *self.hours[h]] for h in sorted(self.hours)],
-            "o": [o.runs, o.passes, o.spread, o.start, o.latest],
+            "o": [o.runs, o.passes, o.spread, o.composite, o.composite_spread, o.start, o.latest],
         }
 
     @classmethod
@@ -126,16 +126,27 @@ class ExperimentShare:
 
 def _outcomes(row: Any, most: int) -> Outcomes:
     """A share's stored outcomes, of at most `most` runs; raises ValueError when no runs make
-    them (each run adds at most 1 to the spread, the first 1/4; its current incarnation starts
-    at or before its latest run)."""
-    if not isinstance(row, list) or len(row) != 5:
-        raise ValueError("suite share's outcomes are [runs, passes, spread, start, latest]")
-    runs, passes, spread, start, latest = row
+    them (a composite sum of at most the runs; each run adds at most 1 to a spread, the first
+    at least 1/4 to the pass rate's; its current incarnation starts at or before its latest
+    run)."""
+    if not isinstance(row, list) or len(row) != 7:
+        raise ValueError(
+            "suite share's outcomes are [runs, passes, spread, composite, composite spread, "
+            "start, latest]"
+        )
+    runs, passes, spread, composite, composite_spread, start, latest = row
     if not is_count(runs, most) or not is_count(passes, runs):
         raise ValueError("suite share's outcomes have bad counts")
     least = 0.25 if runs else 0.0
     if type(spread) is not float or not least <= spread <= max(runs, least):
         raise ValueError("suite share's outcomes have a spread no runs make")
+    if (
+        type(composite) is not float
+        or type(composite_spread) is not float
+        or not 0 <= composite <= runs
+        or not 0 <= composite_spread <= runs
+    ):
+        raise ValueError("suite share's outcomes have composites no runs make")
     if not is_count(latest, _LIMIT - 1) or not is_count(start, latest) or (not runs and latest):
         raise ValueError("suite share's outcomes have bad times")
-    return Outcomes(runs, passes, spread, start, latest)
+    return Outcomes(runs, passes, spread, composite, composite_spread, start, latest)
