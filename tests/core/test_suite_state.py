@@ -28,6 +28,11 @@ DAY_US = 24 * HOUR_US
 Stream = tuple[str, list[SuiteRun]]
 
 
+def sparse_of(state: SuiteState, threshold: float) -> list[list[float]]:
+    """The sparse detector's statistic at each end hour, as `status` reads it."""
+    return state.statistics.sparse_values(threshold, state.clock.first_whole_day(), state.hours_of)
+
+
 def experiment_runs(
     rnd: random.Random,
     experiment: str,
@@ -87,11 +92,13 @@ def same(a: SuiteState, b: SuiteState) -> None:
     assert a.status(DESIGN) == b.status(DESIGN)  # first: it makes what a removal left stale
     assert a.statistics.sparse.terms == b.statistics.sparse.terms
     pooled, sparse = DESIGN.threshold / POOLED_SHARE, DESIGN.threshold / (1 - POOLED_SHARE)
-    assert a.pooled_statistics(pooled) == b.pooled_statistics(pooled)  # status's, kept
-    assert a.sparse_statistics(sparse) == b.sparse_statistics(sparse)
+    assert a.statistics.pooled_values(pooled) == b.statistics.pooled_values(
+        pooled
+    )  # status's, kept
+    assert sparse_of(a, sparse) == sparse_of(b, sparse)
     for state in (a, b):  # counted as they change, as a count over every share says
         assert state.runs == sum(s.runs for s in state.shares.values())
-        hours = {n: sum(map(state._in_window, s.hours)) for n, s in state.shares.items()}
+        hours = {n: sum(map(state.clock.holds, s.hours)) for n, s in state.shares.items()}
         assert state.watched.hours == {n: c for n, c in hours.items() if c}
         assert state.watched.experiments == len(state.watched.hours)
 
@@ -333,7 +340,10 @@ def test_the_statistics_are_what_their_definition_says() -> None:
         state.add("task-09", SuiteRun("task-09", 7, k + 1, at + k, (0,) * SIZE, True, 1.0))
     state.add("task-09", SuiteRun("task-09", 7, 91, at + HOUR_US, (2**32,) * SIZE, True, 1.0))
     pooled, sparse = by_definition(state)
-    kept = state.pooled_statistics(1e300), state.sparse_statistics(1e300)
+    kept = (
+        state.statistics.pooled_values(1e300),
+        sparse_of(state, 1e300),
+    )
     for got, want, rel in zip(kept, (pooled, sparse), (1e-9, 1e-6), strict=True):
         assert len(got) == len(want)
         for a, b in zip(got, want, strict=True):
@@ -347,7 +357,7 @@ def test_the_statistics_are_what_their_definition_says() -> None:
                     name,
                     SuiteRun(name, 1, 100 * hour + k + 1, hour * HOUR_US, (0,) * SIZE, True, 1.0),
                 )
-    assert [r[0] for r in calm.pooled_statistics(1e300)] == [1, 1 + 60, 1 + 60 + 60]
+    assert [r[0] for r in calm.statistics.pooled_values(1e300)] == [1, 1 + 60, 1 + 60 + 60]
 
 
 def test_a_share_whose_hours_lack_their_run_count_is_refused() -> None:

@@ -14,7 +14,6 @@ from typing import Any
 from stream_app.core.drop_detector import DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.suite.arithmetic import accumulate
-from stream_app.core.suite.evidence import Evidence
 from stream_app.core.suite.message import Retirement, SuiteItem, SuiteRun
 from stream_app.core.suite.share import CELL, ExperimentShare
 from stream_app.core.suite.statistics import SuiteStatistics, SuiteStatus
@@ -28,11 +27,9 @@ from stream_app.core.suite.window import (
 
 
 class SuiteState:
-    """One `(suite, tier)`: every experiment's share, the window's clock, and the detectors'
-    statistics kept up to date run by run (`SuiteStatistics`: a cache made again from the shares
-    whenever a removal leaves it stale).
-
-    The window is the 14 days up to the suite's clock and the day after it (`window`)."""
+    """One `(suite, tier)`: every experiment's share, the window's clock (the 14 days up to it
+    and the day after), and the detectors' statistics kept up to date run by run
+    (`SuiteStatistics`: a cache made again from the shares whenever a removal leaves it stale)."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
@@ -48,12 +45,11 @@ class SuiteState:
         """The statistics must be made again from the shares (after a removal: once however
         many experiments a batch retires)."""
 
-    # Runs in and out.
-
     def add(self, experiment: str, run: SuiteRun) -> bool:
         """Count one run of `experiment`; False for a repeat. The state after any set of runs is
         the same in every order of the experiments (each experiment's own order kept)."""
-        self._fresh()
+        if self._stale:
+            self._rebuild()
         share = self._own(experiment)
         if not share.takes(run):
             return False
@@ -72,26 +68,27 @@ class SuiteState:
                     self._rebuild()  # a second experiment: the first window
                 else:
                     self._advance(top)
-        if self._in_window(hour) and hour not in share.hours:
+        if self.clock.holds(hour) and hour not in share.hours:
             self.statistics.pooled.enter(hour)
             self.watched.add(experiment, 1)
         cell = (*run.evidence, 1)
         accumulate(share.hours.setdefault(hour, [0] * CELL), cell)
-        if self._in_window(hour):
-            self._evidence(experiment, hour, cell)
+        if self.clock.holds(hour):
+            self.statistics.evidence(experiment, hour, cell, self.clock.first_day())
         return True
 
     def _leaves(self, experiment: str, share: ExperimentShare, old: int) -> None:
         """The share's hour `old` leaves its own window (its newest moved on)."""
         values = share.hours.pop(old)
-        if not self._in_window(old):
+        if not self.clock.holds(old):
             return
         # a leader's, behind the suite's clock: it leaves the statistics too
+        first = self.clock.first_day()
         self.watched.add(experiment, -1)
-        self._evidence(experiment, old, [-v for v in values])
+        self.statistics.evidence(experiment, old, [-v for v in values], first)
         day = old // 24
-        day_left = not any(h // 24 == day and self._in_window(h) for h in share.hours)
-        self.statistics.hour_left(experiment, old, day_left, self._first_day(), self._hours_of)
+        day_left = not any(h // 24 == day and self.clock.holds(h) for h in share.hours)
+        self.statistics.hour_left(experiment, old, day_left, first, self.hours_of)
 
     def _own(self, experiment: str) -> ExperimentShare:
         """The experiment's share, this state's own to change (copied if shared)."""
@@ -103,7 +100,8 @@ class SuiteState:
             self._mine.add(experiment)
         return share
 
-    def _hours_of(self, experiment: str) -> dict[int, list[int]]:
+    def hours_of(self, experiment: str) -> dict[int, list[int]]:
+        """An experiment's cells per hour."""
         return self.shares[experiment].hours
 
     def remove(self, experiment: str) -> bool:
@@ -115,10 +113,6 @@ class SuiteState:
         self._stale = True
         return True
 
-    def _fresh(self) -> None:
-        if self._stale:
-            self._rebuild()
-
     def _advance(self, top: int) -> None:
         """The suite's clock moves to `top`: the window slides. What leaves it goes (change
         days before its first whole day with it); then the evidence of the experiments already
@@ -127,37 +121,20 @@ class SuiteState:
         self._flush()
         old = self.clock.top
         self.clock.top = top
-        self.statistics.slide(self._first_day(), self._in_window)
+        first = self.clock.first_day()
+        self.statistics.slide(first, self.clock.holds)
         end = old + AHEAD_HOURS  # the old window's last hour
         for name, share in list(self.shares.items()):
             if share.newest is not None and share.newest > end:
-                for hour in sorted(h for h in share.hours if h > end and self._in_window(h)):
+                for hour in sorted(h for h in share.hours if h > end and self.clock.holds(h)):
                     self._own(name)  # its day sums, this state's to change
                     self.statistics.pooled.enter(hour)
-                    self._evidence(name, hour, share.hours[hour])
-        self.watched = self._count_watched()
-
-    def _evidence(self, experiment: str, hour: int, values: Evidence | list[int]) -> None:
-        """A cell's change of `experiment` at `hour` (in the window, its share's cell already
-        moved) into both detectors' inputs."""
-        self.statistics.evidence(experiment, hour, values, self._first_day())
-
-    def _count_watched(self) -> Watched:
-        return Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
+                    self.statistics.evidence(name, hour, share.hours[hour], first)
+        self.watched = Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
 
     def _flush(self) -> None:
         if self.clock.top is not None:
-            self.statistics.flush(self._first_day(), self._hours_of)
-
-    def _first_day(self) -> int:
-        return self.clock.first_day()
-
-    def _first_whole_day(self) -> int | None:
-        """The window's first whole day; None without a window."""
-        return self._first_day() if self.clock.top is not None else None
-
-    def _in_window(self, hour: int) -> bool:
-        return self.clock.holds(hour)
+            self.statistics.flush(self.clock.first_day(), self.hours_of)
 
     def _rebuild(self) -> None:
         """The statistics and the counts, made again from the shares."""
@@ -167,27 +144,16 @@ class SuiteState:
             (s.newest, n) for n, s in self.shares.items() if s.newest is not None
         )
         self.statistics = SuiteStatistics.of(self.shares, self.clock)
-        self.watched = self._count_watched()
-
-    # The statistics.
+        self.watched = Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
 
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
-        self._fresh()
+        if self._stale:
+            self._rebuild()
         dropped, evidence = self.statistics.read(
-            design, self._first_whole_day(), self._hours_of, self.watched.experiments
+            design, self.clock.first_whole_day(), self.hours_of, self.watched.experiments
         )
         return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
-
-    def pooled_statistics(self, threshold: float) -> list[list[float]]:
-        """The pooled detector's statistic after each hour with evidence in the window."""
-        return self.statistics.pooled_values(threshold)
-
-    def sparse_statistics(self, threshold: float) -> list[list[float]]:
-        """The sparse detector's statistic at each end hour."""
-        return self.statistics.sparse_values(threshold, self._first_whole_day(), self._hours_of)
-
-    # Stored.
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able: every share, by experiment (what the suite table stores, a record each)."""

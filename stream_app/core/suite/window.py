@@ -68,6 +68,10 @@ class SuiteClock:
         assert self.top is not None
         return first_day(self.top)
 
+    def first_whole_day(self) -> int | None:
+        """The window's first whole day; None without a window."""
+        return None if self.top is None else first_day(self.top)
+
 
 @dataclass(slots=True)
 class Watched:
