@@ -287,8 +287,8 @@ def worker_settings(broker: Broker, name: str, input_topic: str = TOPIC) -> Sett
             "aggregates": f"{name}-aggregates",
             "grade_changes": f"{name}-grade-changes",
             "cross_tier": f"{name}-cross-tier",
-            "suite_runs": f"{name}-suite-runs",
-            "suites": f"{name}-suites",
+            "suite_feed": f"{name}-suite-feed",
+            "suite_tiers": f"{name}-suite-tiers",
         },
     )
 
@@ -322,8 +322,8 @@ class Worker(WorkerProcess):
                 "EVALSTREAM_TOPICS__AGGREGATES": t.aggregates,
                 "EVALSTREAM_TOPICS__GRADE_CHANGES": t.grade_changes,
                 "EVALSTREAM_TOPICS__CROSS_TIER": t.cross_tier,
-                "EVALSTREAM_TOPICS__SUITE_RUNS": t.suite_runs,
-                "EVALSTREAM_TOPICS__SUITES": t.suites,
+                "EVALSTREAM_TOPICS__SUITE_FEED": t.suite_feed,
+                "EVALSTREAM_TOPICS__SUITE_TIERS": t.suite_tiers,
             },
         )
         self.settings = settings
@@ -377,7 +377,7 @@ def evalstream_round(broker: Broker, count: int, workdir: Path, name: str) -> Wo
     worker = Worker(broker, workdir, settings)
     try:
         worker.wait_ready(timeout=120)  # its topics exist; its progress is read from the broker
-        worker.wait_committed([TOPIC, settings.topics.runs_by_tier, settings.topics.suite_runs])
+        worker.wait_committed([TOPIC, settings.topics.runs_by_tier, settings.topics.suite_feed])
     except BaseException:
         worker.stop(timeout=30)
         raise
@@ -623,7 +623,7 @@ def recovery_figures(
     first = Worker(broker, workdir, settings)
     try:
         first.wait_ready(timeout=300)
-        first.wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_runs])
+        first.wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_feed])
     except BaseException:
         first.stop(timeout=30)
         raise
@@ -994,7 +994,7 @@ def race(
                     last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
                     t = last.settings.topics
                     span = asyncio.run(
-                        topic_span(bootstrap, t.runs_by_tier, t.aggregates, t.suites)
+                        topic_span(bootstrap, t.runs_by_tier, t.aggregates, t.suite_tiers)
                     )
                     figures = {"events": args.events, "seconds": span}
                     results.setdefault("stages", []).append(stage_seconds(last))
@@ -1036,7 +1036,7 @@ def extras(worker: Worker, broker: Broker, args: Any, results: dict[str, Any]) -
             n = min(chunk, soak - i)
             batch = events(n, seed=1000 + i, start=datetime(2028, 1, 1, tzinfo=UTC))
             asyncio.run(produce(settings, batch, progress=None, create_topics=False))
-            worker.wait_committed([TOPIC, settings.topics.runs_by_tier, settings.topics.suite_runs])
+            worker.wait_committed([TOPIC, settings.topics.runs_by_tier, settings.topics.suite_feed])
         processed += soak
     late, peak = worker.rss_mib()  # the same 280 windows as `early`, many more events
     results["rss_mib"] = {

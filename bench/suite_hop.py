@@ -44,8 +44,8 @@ def measure(broker: Broker, workdir: Path, tasks: int) -> dict[str, float]:
     try:
         worker.wait_ready(timeout=120)
         t = settings.topics
-        worker.wait_committed([t.input, t.runs_by_tier, t.suite_runs])
-        seconds = asyncio.run(topic_span(settings.bootstrap_servers[0], t.input, t.suites))
+        worker.wait_committed([t.input, t.runs_by_tier, t.suite_feed])
+        seconds = asyncio.run(topic_span(settings.bootstrap_servers[0], t.input, t.suite_tiers))
         suite = stage_seconds(worker).get("suite", 0.0)
     finally:
         worker.stop(timeout=30)

@@ -31,7 +31,7 @@ from schemas.run_completed import (
     TokenUsage,
 )
 from schemas.run_metrics import RunMetrics
-from schemas.suite_runs import SuiteRunsMessage
+from schemas.suite_feed import SuiteFeedMessage
 from schemas.suites import SuiteDrop, SuiteTier
 
 __all__ = [
@@ -65,8 +65,8 @@ __all__ = [
     "Statistics",
     "SuiteDetail",
     "SuiteDrop",
+    "SuiteFeedMessage",
     "SuiteList",
-    "SuiteRunsMessage",
     "SuiteTier",
     "TestCounts",
     "TierAggregate",

@@ -22,7 +22,7 @@ MESSAGES: Final[dict[str, tuple[type[BaseModel], Literal["validation", "serializ
     "tier-aggregate": (schemas.TierAggregate, "serialization"),
     "cross-tier-report": (schemas.CrossTierReport, "serialization"),
     "grade-change": (schemas.GradeChange, "serialization"),
-    "suite-runs": (schemas.SuiteRunsMessage, "serialization"),
+    "suite-feed": (schemas.SuiteFeedMessage, "serialization"),
     "suite-tier": (schemas.SuiteTier, "serialization"),
     "dead-letter": (schemas.DeadLetter, "serialization"),
     "replay-report": (schemas.ReplayReport, "serialization"),

@@ -246,7 +246,7 @@ class Chain:
 
     def suites(self) -> dict[bytes, Any]:
         """The latest state of every suite's tier."""
-        return self.broker.latest(self.settings.topics.suites)
+        return self.broker.latest(self.settings.topics.suite_tiers)
 
     def dead_letter_reasons(self) -> list[str]:
         """The reason of every message dead-lettered, sorted, one per message."""

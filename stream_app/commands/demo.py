@@ -105,7 +105,7 @@ async def _follow(settings: Settings, state: LiveState, stop: asyncio.Event) -> 
         topics.aggregates,
         topics.cross_tier,
         topics.grade_changes,
-        topics.suites,
+        topics.suite_tiers,
         auto_offset_reset="earliest",
     ) as consumer:
         while not stop.is_set():

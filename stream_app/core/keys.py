@@ -15,5 +15,11 @@ def split_tier_key(key: str) -> tuple[str, str]:
 
 
 def suite_key(suite: str, tier: str) -> str:
-    """The key of a suite's tier, `suite/tier`, split back like a tier key."""
-    return tier_key(suite, tier)
+    """The key of a suite's tier, `suite/tier`: tiers have no slash, so it splits back."""
+    return f"{suite}/{tier}"
+
+
+def split_suite_key(key: str) -> tuple[str, str]:
+    """`suite_key`'s inverse: (suite, tier)."""
+    suite, _, tier = key.rpartition("/")
+    return suite, tier

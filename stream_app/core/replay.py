@@ -23,7 +23,7 @@ from stream_app.core.ingest import Rejection, evaluate_run, processing_error
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.suite.message import SuiteRun
-from stream_app.core.suite.report import suite_reports
+from stream_app.core.suite.report import suite_tiers
 from stream_app.core.suite.state import SuiteState
 from stream_app.core.suite.window import HOUR_US
 from stream_app.core.tier_state import TierState, fold_runs
@@ -214,7 +214,7 @@ class Replay:
         return [
             report
             for suite in sorted(by_suite)
-            for report in suite_reports(
+            for report in suite_tiers(
                 suite,
                 by_suite[suite],
                 config.drop_design,

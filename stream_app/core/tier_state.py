@@ -26,7 +26,7 @@ from stream_app.core.drop_detector import (
 )
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.keys import split_tier_key
-from stream_app.core.suite.evidence import MAX_FEED_BYTES, SuiteFeed
+from stream_app.core.suite.evidence import MAX_FEED_BYTES, TierFeed
 from stream_app.core.suite.message import SuiteRun
 from stream_app.core.totals import Totals
 from stream_app.core.window import (
@@ -93,7 +93,7 @@ class TierState:
         *,
         totals: Totals | None = None,
         drop: DropState | None = None,
-        feed: SuiteFeed | None = None,
+        feed: TierFeed | None = None,
     ) -> None:
         self.experiment_id = experiment_id
         self.tier = tier
@@ -107,7 +107,7 @@ class TierState:
         """Counts of every accepted run since the tier's first."""
         self.drop = drop or DropState()
         """The drop detectors' state, stepped by every accepted run (`core.drop_detector`)."""
-        self.feed = feed or SuiteFeed()
+        self.feed = feed or TierFeed()
         """Each subtest's whole history, for its runs' suite evidence (`core.suite.evidence`)."""
 
     @classmethod
@@ -252,7 +252,7 @@ class TierState:
             raise ValueError("tier state has no totals, drop state or suite feed")
         totals = Totals.from_state(data["totals"])
         drop = DropState.from_state(data["detect"], design)
-        feed = SuiteFeed.from_state(data["feed"])
+        feed = TierFeed.from_state(data["feed"])
         histories = sum(h.runs for h in feed.subtests.values())  # ints
         if not len(window) <= totals.runs >= max(drop.reference.runs, histories):
             raise ValueError(
@@ -273,7 +273,7 @@ def suites_fed(raw: bytes) -> tuple[str, ...]:
     retirement, for thousands of tiers at once); () when it says none or cannot be read."""
     try:
         feed = json.loads(raw)["feed"]
-        suites = SuiteFeed.from_state(feed).suites
+        suites = TierFeed.from_state(feed).suites
     except Exception:
         return ()
     return suites

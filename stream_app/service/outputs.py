@@ -96,7 +96,7 @@ class Outputs:
         ).inc()
         return ack
 
-    async def suite_runs(self, suite: str, tier: str, runs: list[SuiteRun]) -> list[Awaitable[Any]]:
+    async def suite_feed(self, suite: str, tier: str, runs: list[SuiteRun]) -> list[Awaitable[Any]]:
         """Runs' suite evidence, bundled, on their suite's partition; the caller awaits the
         results before it writes the states that accepted them (the suite hop cannot re-read
         them)."""
@@ -104,7 +104,7 @@ class Outputs:
         partition = partition_for(suite, self.settings.partitions)
         limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
         return [
-            await self.send(self.topics.suite_runs, key, bundle, partition)
+            await self.send(self.topics.suite_feed, key, bundle, partition)
             for bundle in bundles(suite, tier, runs, limit)
         ]
 
@@ -115,21 +115,21 @@ class Outputs:
         partition = partition_for(suite, self.settings.partitions)
         limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
         for value in retirements(suite, tier, experiments, limit):
-            await self.send(self.topics.suite_runs, key, value, partition)
+            await self.send(self.topics.suite_feed, key, value, partition)
 
     async def suite_tier(self, report: SuiteTier) -> None:
         """A suite's tier, on its suite's partition, and its gauges."""
         key = suite_key(report.suite, report.tier).encode()
         partition = partition_for(report.suite, self.settings.partitions)
         value = report.model_dump_json().encode()
-        await self.send(self.topics.suites, key, value, partition)
+        await self.send(self.topics.suite_tiers, key, value, partition)
         self.exporter.set_suite(report, value)
 
     async def retire_suite_tier(self, suite: str, tier: str) -> None:
         """A quarantined suite tier: a tombstone for its key, and its gauges go."""
         key = suite_key(suite, tier).encode()
         await self.send(
-            self.topics.suites, key, None, partition_for(suite, self.settings.partitions)
+            self.topics.suite_tiers, key, None, partition_for(suite, self.settings.partitions)
         )
         self.exporter.remove_suite(suite, tier)
 

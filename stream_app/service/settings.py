@@ -94,7 +94,7 @@ def parse_broker_url(url: str) -> list[str]:
 
 
 class TopicNames(BaseModel):
-    """Kafka topics. `runs_by_tier` and `suite_runs` are internal: accepted runs re-keyed by
+    """Kafka topics. `runs_by_tier` and `suite_feed` are internal: accepted runs re-keyed by
     experiment/tier, and their suite evidence keyed by suite/tier."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,8 +105,8 @@ class TopicNames(BaseModel):
     aggregates: str = "tier-aggregates"
     grade_changes: str = "grade-changes"
     cross_tier: str = "cross-tier-reports"
-    suite_runs: str = "evalstream-suite-runs"
-    suites: str = "suite-tiers"
+    suite_feed: str = "evalstream-suite-feed"
+    suite_tiers: str = "suite-tiers"
 
 
 class KafkaSecurity(BaseModel):

@@ -26,8 +26,8 @@ TopicRole = Literal[
     "aggregates",
     "grade_changes",
     "cross_tier",
-    "suite_runs",
-    "suites",
+    "suite_feed",
+    "suite_tiers",
 ]
 """A topic by what it carries: the field of `settings.topics` that names it."""
 StatefulStage = type[WindowsStage] | type[CrossTierStage] | type[SuitesStage]
@@ -49,8 +49,8 @@ TOPICS: Final = (
     Topic("aggregates", latest_value=True),
     Topic("grade_changes"),
     Topic("cross_tier", latest_value=True),
-    Topic("suite_runs"),
-    Topic("suites", latest_value=True),
+    Topic("suite_feed"),
+    Topic("suite_tiers", latest_value=True),
 )
 
 
@@ -85,7 +85,7 @@ HOPS: Final = (
     Hop("input", ValidateStage),
     Hop("runs_by_tier", WindowsStage, batch_share=10),
     Hop("aggregates", CrossTierStage),
-    Hop("suite_runs", SuitesStage, paced=True),
+    Hop("suite_feed", SuitesStage, paced=True),
 )
 STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
     cast(StatefulStage, hop.stage) for hop in HOPS if issubclass(hop.stage, TableStage)

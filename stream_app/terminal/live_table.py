@@ -77,7 +77,7 @@ class LiveState:
             self.aggregates.pop(split_tier_key(key), None)
         elif kind == "cross_tier":
             self.reports.pop(key, None)
-        elif kind == "suites":
+        elif kind == "suite_tiers":
             self.suites.pop(split_tier_key(key), None)
 
     def add_change(self, change: GradeChange, now: float | None = None) -> None:

@@ -24,14 +24,14 @@ from stream_app.terminal.text import printable
 if TYPE_CHECKING:
     from stream_app.service.settings import Settings
 
-Kind = Literal["aggregates", "grade_changes", "cross_tier", "suites", "dead_letter"]
+Kind = Literal["aggregates", "grade_changes", "cross_tier", "suite_tiers", "dead_letter"]
 
 SHORT_NAMES: Final[dict[str, Kind]] = {
     "aggregates": "aggregates",
     "grades": "grade_changes",
     "reports": "cross_tier",
     "dlq": "dead_letter",
-    "suites": "suites",
+    "suites": "suite_tiers",
 }
 """The names a user types; the configured topic names (`topics.*`) are accepted too."""
 
@@ -39,7 +39,7 @@ MODELS: Final[dict[Kind, type[BaseModel]]] = {
     "aggregates": TierAggregate,
     "grade_changes": GradeChange,
     "cross_tier": CrossTierReport,
-    "suites": SuiteTier,
+    "suite_tiers": SuiteTier,
     "dead_letter": DeadLetter,
 }
 DETAIL_CHARS: Final = 160
@@ -65,7 +65,7 @@ def output_kinds(settings: Settings) -> dict[str, Kind]:
         topics.aggregates: "aggregates",
         topics.grade_changes: "grade_changes",
         topics.cross_tier: "cross_tier",
-        topics.suites: "suites",
+        topics.suite_tiers: "suite_tiers",
         topics.dead_letter: "dead_letter",
     }
 
@@ -259,7 +259,7 @@ FORMATS: Final[dict[Kind, Callable[[Any], str]]] = {
     "aggregates": aggregate_line,
     "grade_changes": _grade_change,
     "cross_tier": _report,
-    "suites": suite_line,
+    "suite_tiers": suite_line,
     "dead_letter": _dead_letter,
 }
 

@@ -195,7 +195,7 @@ def test_exported_json_schemas_are_current() -> None:
         "api-suite-list.schema.json",
         "api-suite.schema.json",
         "api-error.schema.json",
-        "suite-runs.schema.json",
+        "suite-feed.schema.json",
         "suite-tier.schema.json",
         "semantic-closeness-metrics.schema.json",
         "functional-correctness-metrics.schema.json",
@@ -222,8 +222,8 @@ def test_json_schema_describes_the_contract() -> None:
 
 def test_every_suite_message_written_is_one_of_its_contract() -> None:
     """The suite hop's messages are written compactly by the core (no model on the hot path):
-    each bundle and retirement validates against `SuiteRunsMessage`, and reads back."""
-    from schemas.suite_runs import SuiteRunsMessage
+    each bundle and retirement validates against `SuiteFeedMessage`, and reads back."""
+    from schemas.suite_feed import SuiteFeedMessage
     from stream_app.core.suite.message import SuiteMessage, SuiteRun, bundles
 
     runs = [
@@ -246,7 +246,7 @@ def test_every_suite_message_written_is_one_of_its_contract() -> None:
     read: list[SuiteRun] = []
     for raw in written:
         assert len(raw) <= 8 * 1024
-        model = SuiteRunsMessage.model_validate_json(raw)
+        model = SuiteFeedMessage.model_validate_json(raw)
         assert (model.suite, model.tier) == ("agent", "T1")
         read += SuiteMessage.from_json(raw).runs
     assert read == runs

@@ -11,14 +11,14 @@ import statistics
 
 import pytest
 
-from schemas.suite_runs import LOG_UNIT
+from schemas.suite_feed import LOG_UNIT
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import MAX_STRATA, odds_ratios
 from stream_app.core.suite.evidence import (
     MAX_SUITES,
     SIZE,
     SubtestHistory,
-    SuiteFeed,
+    TierFeed,
     incarnation,
 )
 from stream_app.core.window import WindowEntry
@@ -124,7 +124,7 @@ def entry(run_id: str, stratum: str = "", passed: bool = True, suite: str = "age
 
 
 def test_the_feed_keeps_its_incarnation_its_suites_and_bounded_subtests() -> None:
-    feed = SuiteFeed()
+    feed = TierFeed()
     for k in range(MAX_STRATA + 3):
         feed, evidence = feed.observe(
             entry(f"r{k}", f"s{k}", suite=f"suite-{k % (MAX_SUITES + 2)}"), RATIOS
@@ -133,7 +133,7 @@ def test_the_feed_keeps_its_incarnation_its_suites_and_bounded_subtests() -> Non
     assert feed.epoch == incarnation("r0", 1_000_000) != 0
     assert len(feed.subtests) == MAX_STRATA
     assert len(feed.suites) == MAX_SUITES
-    assert SuiteFeed.from_state(feed.to_state()) == feed
+    assert TierFeed.from_state(feed.to_state()) == feed
 
 
 @pytest.mark.parametrize(
@@ -153,14 +153,14 @@ def test_the_feed_keeps_its_incarnation_its_suites_and_bounded_subtests() -> Non
     ],
 )
 def test_a_stored_feed_no_history_makes_is_refused(change: object) -> None:
-    feed = SuiteFeed()
+    feed = TierFeed()
     for k in range(3):
         feed, _ = feed.observe(entry(f"r{k}", "00", passed=k != 1), RATIOS)
     data = feed.to_state()
     assert callable(change)
     change(data)
     with pytest.raises(ValueError, match="suite feed"):
-        SuiteFeed.from_state(data)
+        TierFeed.from_state(data)
 
 
 def test_a_feed_at_its_bounds_fits_its_stated_size() -> None:
@@ -169,13 +169,13 @@ def test_a_feed_at_its_bounds_fits_its_stated_size() -> None:
     from stream_app.core.drop_detector import MAX_STRATA
     from stream_app.core.suite.evidence import MAX_FEED_BYTES
 
-    feed = SuiteFeed()
+    feed = TierFeed()
     for k in range(MAX_STRATA * 4):
         run = entry(f"r{k}", chr(1 + k % 30) * 196 + f"{k:04d}", suite=chr(2) * 196 + f"{k:04d}")
         feed, _ = feed.observe(run, RATIOS)
     assert len(feed.suites) == MAX_SUITES
     huge = SubtestHistory(2**53, 2**53, (2**93,) * 3)
-    feed = SuiteFeed(dict.fromkeys(feed.subtests, huge), 2**63 - 1, feed.suites)
+    feed = TierFeed(dict.fromkeys(feed.subtests, huge), 2**63 - 1, feed.suites)
     import json
 
     stored = len(json.dumps(feed.to_state(), ensure_ascii=False, separators=(",", ":")).encode())

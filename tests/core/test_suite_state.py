@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import odds_ratios
 from stream_app.core.suite.arithmetic import POOLED_SHARE, SPARSE_PI
-from stream_app.core.suite.evidence import SIZE, SuiteFeed
+from stream_app.core.suite.evidence import SIZE, TierFeed
 from stream_app.core.suite.message import MAX_EVIDENCE_UNITS, SuiteRun
 from stream_app.core.suite.share import RUNS, ExperimentShare
 from stream_app.core.suite.state import SuiteState
@@ -44,7 +44,7 @@ def experiment_runs(
 ) -> Stream:
     """One experiment's runs in its own order, 5 a night a minute apart from 01:00 and
     `offset_s`, through its tier's suite feed."""
-    feed, out = SuiteFeed(), list[SuiteRun]()
+    feed, out = TierFeed(), list[SuiteRun]()
     for night in range(nights):
         p = pass_rate
         if fall_on is not None and night >= fall_on:

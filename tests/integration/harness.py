@@ -300,7 +300,7 @@ def outputs_equal_replay(settings: Settings, lines: list[bytes]) -> bool | Misma
     suites = expected_suites(settings, lines)
     got_aggs = latest(settings, settings.topics.aggregates)
     got_cross = latest(settings, settings.topics.cross_tier)
-    got_suites = latest(settings, settings.topics.suites)
+    got_suites = latest(settings, settings.topics.suite_tiers)
     if got_aggs == aggs and got_cross == cross and got_suites == suites:
         return True
     return Mismatch(

@@ -113,11 +113,11 @@ def test_twenty_thousand_experiments_retire_and_leave_nothing_behind(
     for topic in (
         topics.aggregates,
         topics.cross_tier,
-        topics.suites,
+        topics.suite_tiers,
         *(changelog_topic(settings, stage) for stage in TABLES),
     ):
         written = records(settings, topic)
         assert last_by_key(written) == {}, topic  # every key's latest record is a tombstone
-        if topic != topics.suites:  # suite tiers: one key per tier, not per experiment
+        if topic != topics.suite_tiers:  # suite tiers: one key per tier, not per experiment
             assert len({r.key for r in written if r.value is None}) == total, topic
     worker.assert_alive()

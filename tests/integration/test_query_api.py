@@ -134,7 +134,7 @@ def test_every_suite_is_answered_by_either_worker_as_on_the_output_topic(
 ) -> None:
     settings, workers = group
     published = sorted(
-        latest(settings, settings.topics.suites).values(),
+        latest(settings, settings.topics.suite_tiers).values(),
         key=lambda s: (s["suite"], tier_sort_key(s["tier"])),
     )
     assert {s["suite"] for s in published} == {*SUITES, "claude-haiku-4-5"}

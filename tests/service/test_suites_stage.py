@@ -48,8 +48,8 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
     other tiers' differences. The baseline has no difference; a tier's covers the experiments
     both have runs in."""
     stage, sends, table = stage_with()
-    topic = stage.settings.topics.suite_runs
-    suites_topic = stage.settings.topics.suites
+    topic = stage.settings.topics.suite_feed
+    tiers_topic = stage.settings.topics.suite_tiers
     batch = [
         message("a", 1, 2, 3, tier="T1", passed=True),
         message("b", 1, 2, tier="T1", passed=False),
@@ -58,7 +58,7 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
         message("b", 1, 2, tier="T0", passed=False),
     ]
     await stage.handle(records(topic, batch))
-    t0, t1 = sends.to(suites_topic)
+    t0, t1 = sends.to(tiers_topic)
     assert (t0["tier"], t1["tier"]) == ("T0", "T1")
     assert (t0["experiments"], t0["pass_rate_difference"]) == (2, None)
     assert t0["pass_rate"]["estimate"] == 0.0
@@ -69,14 +69,14 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
     assert difference["low"] <= difference["estimate"] <= difference["high"]
     sends.sent.clear()
     await stage.handle(records(topic, [message("c", 1, tier="T0", passed=True)]))
-    t0, t1 = sends.to(suites_topic)  # T1 again, though none of its runs came
+    t0, t1 = sends.to(tiers_topic)  # T1 again, though none of its runs came
     assert t1["experiments"] == 3
     assert t1["pass_rate_difference"]["estimate"] == pytest.approx((1 + 0 + 0) / 3)
     stage.drop_cache()
     sends.sent.clear()
     await stage.on_recover(set(range(stage.settings.partitions)))
-    assert [r["tier"] for r in sends.to(suites_topic)] == ["T0", "T1"]
-    assert sends.to(suites_topic)[1] == t1
+    assert [r["tier"] for r in sends.to(tiers_topic)] == ["T0", "T1"]
+    assert sends.to(tiers_topic)[1] == t1
     spread = (1 - 1 / 2) ** 2 + (1 - 3 / 4) ** 2 + (1 - 5 / 6) ** 2  # about (P + 1/2) / (n + 1)
     # each composite 0.75, about (sum + 1/2) / (n + 1) too
     composite_spread = (0.75 - 1 / 2) ** 2 + (0.75 - 1.25 / 2) ** 2 + (0.75 - 2 / 3) ** 2
@@ -96,7 +96,7 @@ async def test_a_tier_quarantined_while_its_suite_is_published_is_withdrawn() ->
     """A batch of T1 alone loads T0 to compare with; T0's only record cannot load: it is
     quarantined, and T0 withdrawn, not left on the topic and in the gauges."""
     stage, sends, table = stage_with()
-    topic = stage.settings.topics.suite_runs
+    topic = stage.settings.topics.suite_feed
     both = [message("a", 1, 2, tier="T0", passed=True), message("a", 1, 2, passed=False)]
     await stage.handle(records(topic, both))
     table[record_key("agent/T0", "a")] = b'{"e": 1}'
@@ -104,9 +104,9 @@ async def test_a_tier_quarantined_while_its_suite_is_published_is_withdrawn() ->
     sends.sent.clear()
     await stage.handle(records(topic, [message("a", 3, passed=True)]))
     assert len(sends.to(stage.settings.topics.dead_letter)) == 1
-    assert sends.tombstones(stage.settings.topics.suites) == [b"agent/T0"]
+    assert sends.tombstones(stage.settings.topics.suite_tiers) == [b"agent/T0"]
     assert ("agent", "T0") not in stage.exporter.suites.suites
-    [t1] = sends.to(stage.settings.topics.suites)
+    [t1] = sends.to(stage.settings.topics.suite_tiers)
     assert (t1["tier"], t1["pass_rate_difference"]) == ("T1", None)
 
 
@@ -114,7 +114,7 @@ async def test_a_share_without_outcomes_is_quarantined() -> None:
     """No release stored a share without its outcomes: one is not a share some runs make
     (docs/architecture.md, 'Stored formats')."""
     stage, sends, table = stage_with()
-    topic = stage.settings.topics.suite_runs
+    topic = stage.settings.topics.suite_feed
     await stage.handle(records(topic, [message("a", 1, 2), message("b", 1)]))
     old = json.loads(table[record_key("agent/T1", "a")])
     del old["o"]
@@ -123,21 +123,21 @@ async def test_a_share_without_outcomes_is_quarantined() -> None:
     await stage.handle(records(topic, [message("b", 2, passed=False)]))
     [letter] = sends.to(stage.settings.topics.dead_letter)
     assert letter["reason"] == "state_error"
-    report = sends.to(stage.settings.topics.suites)[-1]
+    report = sends.to(stage.settings.topics.suite_tiers)[-1]
     assert (report["experiments_with_runs"], report["runs"]) == (1, 2)
 
 
 async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
-    topic = config.topics.suite_runs
+    topic = config.topics.suite_feed
     await stage.handle(records(topic, [message("a", 1, 2), message("b", 1), message("a", 2, 3)]))
     keys = [json.loads(key) for key, _ in table.writes]
     assert keys == [["agent", "T1", "a"], ["agent", "T1", "b"]]  # each once a batch
     assert json.loads(table[record_key("agent/T1", "a")])["n"] == 3  # 1, 2, 3: the repeat dropped
-    [report] = sends.to(config.topics.suites)
+    [report] = sends.to(config.topics.suite_tiers)
     assert (report["experiments_with_runs"], report["runs"]) == (2, 4)
-    assert {p for t, _, _, p in sends.sent if t == config.topics.suites} == {
+    assert {p for t, _, _, p in sends.sent if t == config.topics.suite_tiers} == {
         partition_for("agent", config.partitions)
     }
     assert {stage.partition_of(k) for k in table} == {partition_for("agent", config.partitions)}
@@ -154,16 +154,16 @@ async def test_a_record_under_a_key_that_is_not_a_shares_is_quarantined() -> Non
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     assert not table
-    assert sends.tombstones(config.topics.suites) == [b"agent/T1"]
-    await stage.handle(records(config.topics.suite_runs, [message("a", 1), message("b", 1)]))
+    assert sends.tombstones(config.topics.suite_tiers) == [b"agent/T1"]
+    await stage.handle(records(config.topics.suite_feed, [message("a", 1), message("b", 1)]))
     assert set(table) == {record_key("agent/T1", "a"), record_key("agent/T1", "b")}
-    assert sends.to(config.topics.suites)[-1]["runs"] == 2
+    assert sends.to(config.topics.suite_tiers)[-1]["runs"] == 2
 
 
 async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
-    topic = config.topics.suite_runs
+    topic = config.topics.suite_feed
     await stage.handle(records(topic, [message("a", 1, 2), message("b", 1)]))
     table[record_key("agent/T1", "b")] = b'{"e": 1}'
     stage.drop_cache()
@@ -171,7 +171,7 @@ async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     assert record_key("agent/T1", "b") not in table
-    assert sends.to(config.topics.suites)[-1]["experiments_with_runs"] == 1  # a, without b
+    assert sends.to(config.topics.suite_tiers)[-1]["experiments_with_runs"] == 1  # a, without b
 
 
 async def test_a_quarantine_the_batch_changes_nothing_of_is_published_all_the_same() -> None:
@@ -179,7 +179,7 @@ async def test_a_quarantine_the_batch_changes_nothing_of_is_published_all_the_sa
     tier is published again without it, or withdrawn when it was the only one."""
     stage, sends, table = stage_with()
     config = stage.settings
-    topic = config.topics.suite_runs
+    topic = config.topics.suite_feed
     await stage.handle(
         records(topic, [message("a", 1), message("b", 1), message("c", 1, suite="x")])
     )
@@ -189,25 +189,25 @@ async def test_a_quarantine_the_batch_changes_nothing_of_is_published_all_the_sa
     nothing = SuiteMessage("x", "T1", retired=("unknown",)).to_json()
     await stage.handle(records(topic, [message("a", 1), nothing]))  # a repeat; no change
     assert len(sends.to(config.topics.dead_letter)) == 2
-    assert sends.to(config.topics.suites)[-1]["experiments_with_runs"] == 1
+    assert sends.to(config.topics.suite_tiers)[-1]["experiments_with_runs"] == 1
     assert ("agent", "T1") in stage.exporter.suites.suites
-    assert b"x/T1" in sends.tombstones(config.topics.suites)
+    assert b"x/T1" in sends.tombstones(config.topics.suite_tiers)
     assert ("x", "T1") not in stage.exporter.suites.suites
 
 
 async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
-    topic = config.topics.suite_runs
+    topic = config.topics.suite_feed
     await stage.handle(records(topic, [message("a", 1), message("b", 1)]))
     assert ("agent", "T1") in stage.exporter.suites.suites
     retire = SuiteMessage("agent", "T1", retired=("a",)).to_json()
     await stage.handle(records(topic, [retire]))
     assert set(table) == {record_key("agent/T1", "b")}
-    assert sends.to(config.topics.suites)[-1]["experiments_with_runs"] == 1
+    assert sends.to(config.topics.suite_tiers)[-1]["experiments_with_runs"] == 1
     await stage.handle(records(topic, [SuiteMessage("agent", "T1", retired=("b",)).to_json()]))
     assert not table
-    assert sends.tombstones(config.topics.suites) == [b"agent/T1"]
+    assert sends.tombstones(config.topics.suite_tiers) == [b"agent/T1"]
     assert ("agent", "T1") not in stage.exporter.suites.suites
     m = samples(stage.exporter)
     assert not any(name.startswith("evalstream_suite") for name, _ in m)
@@ -216,13 +216,13 @@ async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
 async def test_recovery_publishes_the_owned_suite_tiers_only() -> None:
     stage, sends, _ = stage_with()
     config = stage.settings
-    topic = config.topics.suite_runs
+    topic = config.topics.suite_feed
     suites = [f"agent-{k}" for k in range(8)]
     await stage.handle(records(topic, [message("a", 1, suite=s) for s in suites]))
     sends.sent.clear()
     owned = {0, 2}
     count = await stage.on_recover(owned)
-    published = {r["suite"] for r in sends.to(config.topics.suites)}
+    published = {r["suite"] for r in sends.to(config.topics.suite_tiers)}
     expected = {s for s in suites if partition_for(s, config.partitions) in owned}
     assert published == expected
     assert count == len(expected)
@@ -233,7 +233,7 @@ async def test_recovery_gives_the_event_loop_back_while_it_makes_a_suite_tier() 
     """One suite tier is made from every experiment's share at once: 100,000 shares with
     100,000 tiers, seconds during which probes and scrapes must still be answered."""
     stage, _, _ = stage_with()
-    topic = stage.settings.topics.suite_runs
+    topic = stage.settings.topics.suite_feed
     await stage.handle(records(topic, [message(f"e{i}", 1) for i in range(40)]))
     stage.recovery_slice_s = 0.0
     assert await turns_during(stage.on_recover(set(range(stage.settings.partitions)))) >= 40
@@ -246,7 +246,7 @@ async def recovering(messages: list[bytes]) -> tuple[SuitesStage, Sends, asyncio
     """A stage that handled `messages`, its sends cleared, recovering with a pause per record."""
     stage, sends, _ = stage_with()
     config = stage.settings
-    await stage.handle(records(config.topics.suite_runs, messages))
+    await stage.handle(records(config.topics.suite_feed, messages))
     sends.sent.clear()
     stage.recovery_slice_s = 0.0
     return stage, sends, asyncio.create_task(stage.on_recover(set(range(config.partitions))))
@@ -261,13 +261,13 @@ async def test_a_recovery_revoked_while_it_makes_the_suite_tiers_publishes_none(
     stage.on_revoked({0, 1})
     with pytest.raises(Revoked):
         await recovery
-    assert sends.to(stage.settings.topics.suites) == []
+    assert sends.to(stage.settings.topics.suite_tiers) == []
 
 
 async def test_a_recovery_revoked_while_it_publishes_stops_publishing() -> None:
     """Each suite's reports give the loop back: a revocation there stops the rest."""
     stage, sends, recovery = await recovering([message("e", 1, suite=f"a{k}") for k in range(8)])
-    topic = stage.settings.topics.suites
+    topic = stage.settings.topics.suite_tiers
     while not sends.to(topic):
         await asyncio.sleep(0)
     stage.on_revoked(set(range(stage.settings.partitions)))
@@ -280,7 +280,7 @@ async def test_a_message_that_is_not_one_is_dead_lettered() -> None:
     stage, sends, table = stage_with()
     config = stage.settings
     bad = [b"[1, 2]", b'{"v": 2, "suite": "", "tier": "T1"}', b'{"v": 3}', b"\xff"]
-    await stage.handle(records(config.topics.suite_runs, [*bad, message("a", 1)]))
+    await stage.handle(records(config.topics.suite_feed, [*bad, message("a", 1)]))
     assert len(sends.to(config.topics.dead_letter)) == len(bad)
     assert set(table) == {record_key("agent/T1", "a")}
 
@@ -292,7 +292,7 @@ async def test_retiring_thousands_of_long_named_experiments_fits_the_broker() ->
     stage, sends, _ = stage_with()
     names = [f"{k:04d}" + "\x01" * 196 for k in range(2000)]  # 1,200 bytes each as JSON
     await stage.outputs.retire_from_suite("agent", "T1", names)
-    sent = [v for t, _, v, _ in sends.sent if t == stage.settings.topics.suite_runs]
+    sent = [v for t, _, v, _ in sends.sent if t == stage.settings.topics.suite_feed]
     limit = stage.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
     assert len(sent) > 1
     assert all(v is not None and len(v) <= limit for v in sent)

@@ -29,7 +29,7 @@ def test_every_topic_is_declared_once() -> None:
     assert latest_value_topics(SETTINGS) == {
         SETTINGS.topics.aggregates,
         SETTINGS.topics.cross_tier,
-        SETTINGS.topics.suites,
+        SETTINGS.topics.suite_tiers,
     }
 
 

@@ -262,7 +262,7 @@ async def test_a_refused_record_fails_the_batch_when_it_is_confirmed() -> None:
     task = asyncio.ensure_future(stage.handle(forwarded(config, run(1))))
     while not task.done():  # the broker takes the run's suite evidence, the stage goes on
         for (topic, *_), ack in zip(sends.sent, sends.acks, strict=True):
-            if topic == config.topics.suite_runs and not ack.done():
+            if topic == config.topics.suite_feed and not ack.done():
                 ack.set_result(None)
         await asyncio.sleep(0)
     await task

@@ -246,7 +246,7 @@ COMPOSITE_ROW = re.compile(r" {19}comp ")
 
 def test_a_suite_tier_shows_below_the_experiments() -> None:
     state = state_of({"T0": 10, "T1": 10}, reports=True)
-    state.add("suites", suite_record(suite_tier()))
+    state.add("suite_tiers", suite_record(suite_tier()))
     assert state.suites == {("claude", "T2"): suite_tier()}
     text = render(state, "header", colour=False)
     heading, *rows = suite_rows(text)
@@ -277,7 +277,7 @@ def test_a_suite_tier_shows_below_the_experiments() -> None:
 
 def test_a_dropped_suite_tier_says_so() -> None:
     state = LiveState()
-    state.add("suites", suite_record(suite_tier(dropped=True, evidence=(1.3, 0.2))))
+    state.add("suite_tiers", suite_record(suite_tier(dropped=True, evidence=(1.3, 0.2))))
     [row_] = suite_rows(render(state, "", colour=False))[1:]
     assert re.match(r"claude\s+T2\s+.+\s+3 experiments paired\s+120 DROPPED$", row_), row_
     assert "% to a page" not in row_
@@ -286,9 +286,13 @@ def test_a_dropped_suite_tier_says_so() -> None:
 
 def test_a_suite_tier_short_of_a_page_shows_how_far_rounded_down() -> None:
     state = LiveState()
-    state.add("suites", suite_record(suite_tier(evidence=(0.2, 0.996))))
-    state.add("suites", suite_record(suite_tier(tier="T3", experiments=1, evidence=(0.0, 0.0))))
-    state.add("suites", suite_record(suite_tier(tier="T0", experiments=1, evidence=(0.0, 0.0))))
+    state.add("suite_tiers", suite_record(suite_tier(evidence=(0.2, 0.996))))
+    state.add(
+        "suite_tiers", suite_record(suite_tier(tier="T3", experiments=1, evidence=(0.0, 0.0)))
+    )
+    state.add(
+        "suite_tiers", suite_record(suite_tier(tier="T0", experiments=1, evidence=(0.0, 0.0)))
+    )
     rows = suite_rows(render(state, "", colour=False))[1:]
     assert rows[1].endswith("  99 % to a page"), rows[1]  # the larger, not rounded up to a page
     assert re.match(r"claude\s+T3\s+.+\s+1 experiment paired\s+120\s+0 % to a page$", rows[2])
@@ -298,7 +302,7 @@ def test_a_suite_tier_short_of_a_page_shows_how_far_rounded_down() -> None:
 def test_a_suite_tier_not_yet_paired_shows_a_dash() -> None:
     state = LiveState()
     state.add(
-        "suites",
+        "suite_tiers",
         suite_record(
             suite_tier(
                 experiments=0,
@@ -317,7 +321,7 @@ def test_a_suite_tier_not_yet_paired_shows_a_dash() -> None:
 
 def test_a_significant_suite_difference_is_coloured_by_its_sign() -> None:
     state = LiveState()
-    state.add("suites", suite_record(suite_tier(difference=(-0.1, -0.15, -0.05))))
+    state.add("suite_tiers", suite_record(suite_tier(difference=(-0.1, -0.15, -0.05))))
     text = render(state, "", colour=True)
     assert "\x1b[31m" in text
     assert "-10.0 [-15.0, -5.0]" in text
@@ -325,12 +329,12 @@ def test_a_significant_suite_difference_is_coloured_by_its_sign() -> None:
 
 def test_a_suite_tombstone_removes_its_row_and_the_last_one_the_section() -> None:
     state = state_of({"T0": 10})
-    state.add("suites", suite_record(suite_tier()))
-    state.add("suites", suite_record(suite_tier(tier="T3")))
-    state.add("suites", Record("suite-tiers", None, b"claude/T2"))
+    state.add("suite_tiers", suite_record(suite_tier()))
+    state.add("suite_tiers", suite_record(suite_tier(tier="T3")))
+    state.add("suite_tiers", Record("suite-tiers", None, b"claude/T2"))
     assert list(state.suites) == [("claude", "T3")]
     assert len(suite_rows(render(state, "", colour=False))) == 2
-    state.add("suites", Record("suite-tiers", None, b"claude/T3"))
+    state.add("suite_tiers", Record("suite-tiers", None, b"claude/T3"))
     assert state.suites == {}
     assert suite_rows(render(state, "", colour=False)) == []
 
@@ -345,7 +349,7 @@ def test_no_suite_section_without_suites() -> None:
 def test_suite_tiers_are_sorted_by_suite_then_numeric_tier() -> None:
     state = LiveState()
     for suite, tier in [("gpt", "T1"), ("claude", "T10"), ("claude", "T2"), ("claude", "T0")]:
-        state.add("suites", suite_record(suite_tier(suite, tier)))
+        state.add("suite_tiers", suite_record(suite_tier(suite, tier)))
     rows = suite_rows(render(state, "", colour=False))[1:]
     assert [r.split()[:2] for r in rows] == [
         ["claude", "T0"],
@@ -357,8 +361,8 @@ def test_suite_tiers_are_sorted_by_suite_then_numeric_tier() -> None:
 
 def test_a_suite_name_is_printable_and_cut_to_its_column() -> None:
     state = LiveState()
-    state.add("suites", suite_record(suite_tier(suite="evil\x1b[2J")))
-    state.add("suites", suite_record(suite_tier(suite="x" * 40)))
+    state.add("suite_tiers", suite_record(suite_tier(suite="evil\x1b[2J")))
+    state.add("suite_tiers", suite_record(suite_tier(suite="x" * 40)))
     text = render(state, "", colour=False)
     assert "\x1b" not in text
     _, evil, long = suite_rows(text)
@@ -370,8 +374,8 @@ def test_a_suite_name_is_printable_and_cut_to_its_column() -> None:
 
 def test_a_suite_tier_with_a_name_that_is_no_tier_does_not_stop_the_table() -> None:
     state = LiveState()
-    state.add("suites", suite_record(suite_tier(tier="weird")))
-    state.add("suites", suite_record(suite_tier(tier="T1")))
+    state.add("suite_tiers", suite_record(suite_tier(tier="weird")))
+    state.add("suite_tiers", suite_record(suite_tier(tier="T1")))
     rows = suite_rows(render(state, "", colour=False))[1:]
     assert [r.split()[1] for r in rows] == ["T1", "weird"]
 
@@ -381,7 +385,7 @@ def test_a_record_that_is_not_a_suite_tier_is_refused() -> None:
     aggregate = state.aggregates[("exp", "T0")].model_dump_json().encode()
     for value in (aggregate, b"{oops", b'"claude"'):
         with pytest.raises(ValidationError):
-            state.add("suites", Record("suite-tiers", value, b"claude/T2"))
+            state.add("suite_tiers", Record("suite-tiers", value, b"claude/T2"))
     with pytest.raises(ValidationError):  # and a suite tier is no aggregate
         state.add("aggregates", suite_record(suite_tier()))
     assert state.suites == {}
@@ -390,7 +394,7 @@ def test_a_record_that_is_not_a_suite_tier_is_refused() -> None:
 
 def test_tombstones_retire_only_the_keys_of_their_own_kind() -> None:
     state = state_of({"T0": 10}, reports=True)
-    state.add("suites", suite_record(suite_tier(suite="exp", tier="T0")))
+    state.add("suite_tiers", suite_record(suite_tier(suite="exp", tier="T0")))
     state.add("aggregates", Record("tier-aggregates", None, b"exp/T0"))
     assert state.aggregates == {}
     assert list(state.suites) == [("exp", "T0")]

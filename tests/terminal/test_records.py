@@ -35,10 +35,10 @@ def test_every_kind_has_its_schema_line_topic_and_short_name() -> None:
 
 def test_suites_is_the_suite_tiers_topic() -> None:
     assert resolve_topic(SETTINGS, "suites").topic == "suite-tiers"
-    assert resolve_topic(SETTINGS, "suite-tiers").kind == "suites"
-    renamed = load_settings(topics={"suites": "team-a.suites"})
+    assert resolve_topic(SETTINGS, "suite-tiers").kind == "suite_tiers"
+    renamed = load_settings(topics={"suite_tiers": "team-a.suites"})
     assert resolve_topic(renamed, "suites").topic == "team-a.suites"
-    assert resolve_topic(renamed, "team-a.suites").kind == "suites"
+    assert resolve_topic(renamed, "team-a.suites").kind == "suite_tiers"
 
 
 def report(dropped: bool, experiments: int = 3, **fields: Any) -> SuiteTier:
@@ -50,7 +50,7 @@ def report(dropped: bool, experiments: int = 3, **fields: Any) -> SuiteTier:
 
 def test_suite_line() -> None:
     value = report(dropped=False).model_dump_json().encode()
-    line = format_record("suites", Record("suite-tiers", value, b"claude/T2"))
+    line = format_record("suite_tiers", Record("suite-tiers", value, b"claude/T2"))
     assert line == (
         "suite claude\\x1b[2J/T2  pass 60.0 [50.0, 70.0]  vs T0 +4.0 [-2.0, +10.0] ~  "
         "composite 70.0 [60.0, 80.0]  vs T0 +3.0 [-1.0, +7.0] ~  "
@@ -79,8 +79,8 @@ def test_suite_line() -> None:
 
 
 def test_suite_tombstones_and_foreign_records() -> None:
-    assert format_record("suites", Record("suite-tiers", None, b"claude/T2")) == (
+    assert format_record("suite_tiers", Record("suite-tiers", None, b"claude/T2")) == (
         "claude/T2  retired"
     )
-    odd = format_record("suites", Record("suite-tiers", b'{"suite": "x"}', b"k", 1, 7))
+    odd = format_record("suite_tiers", Record("suite-tiers", b'{"suite": "x"}', b"k", 1, 7))
     assert odd.startswith("[1]@7 not a SuiteTier: ")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from schemas.suite_runs import LOG_UNIT
+from schemas.suite_feed import LOG_UNIT
 from stream_app.core.drop_detector import FALLS
 from stream_app.core.suite.evidence import SIZE, Evidence
 

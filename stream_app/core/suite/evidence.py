@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from schemas.suite_runs import LOG_UNIT
+from schemas.suite_feed import LOG_UNIT
 from stream_app.core.drop_detector import FALLS, MAX_STRATA, MAX_STRATUM_CHARS
 from stream_app.core.stored_values import is_count, name_bytes
 from stream_app.core.window import WindowEntry
@@ -83,7 +83,7 @@ class SubtestHistory:
 
 
 @dataclass(frozen=True, slots=True)
-class SuiteFeed:
+class TierFeed:
     """What a tier keeps to feed its suites: each subtest's history (at most MAX_STRATA), the
     tier's incarnation (`epoch`: from its first accepted run, so that a tier started afresh is
     told from a repeat), and the suites its runs went to (to retire it from them)."""
@@ -92,7 +92,7 @@ class SuiteFeed:
     epoch: int = 0
     suites: tuple[str, ...] = ()
 
-    def observe(self, run: WindowEntry, ratios: Sequence[float]) -> tuple[SuiteFeed, Evidence]:
+    def observe(self, run: WindowEntry, ratios: Sequence[float]) -> tuple[TierFeed, Evidence]:
         """The feed after one more accepted run, and the run's evidence (all 0 for a subtest
         with no room: it is counted, and proves nothing)."""
         stratum, passed, score, suite = run.stratum, run.pass_rate == 1.0, run.impl_rate, run.suite
@@ -102,12 +102,12 @@ class SuiteFeed:
             suites = (*suites, suite)
         history = self.subtests.get(stratum)
         if history is None and not self._room_for(stratum):
-            return SuiteFeed(self.subtests, epoch, suites), (0,) * SIZE
+            return TierFeed(self.subtests, epoch, suites), (0,) * SIZE
         history = history or SubtestHistory()
         evidence = history.bet(passed, score, ratios)
         subtests = dict(self.subtests)
         subtests[stratum] = history.add(passed, score)
-        return SuiteFeed(subtests, epoch, suites), evidence
+        return TierFeed(subtests, epoch, suites), evidence
 
     def _room_for(self, stratum: str) -> bool:
         if len(self.subtests) >= MAX_STRATA:
@@ -124,7 +124,7 @@ class SuiteFeed:
         }
 
     @classmethod
-    def from_state(cls, data: Any) -> SuiteFeed:
+    def from_state(cls, data: Any) -> TierFeed:
         """Load `to_state`'s output; raises ValueError when it is not one no history makes."""
         if not isinstance(data, dict) or set(data) != {"e", "s", "h"}:
             raise ValueError("not a suite feed")

@@ -2,7 +2,7 @@
 with its evidence, its outcome, its composite score and its place in its tier (incarnation and
 sequence: a repeat is dropped), or the experiments retired from it. As few messages per suite
 tier and batch as fit the broker's message limit. The format is the model
-`schemas.suite_runs.SuiteRunsMessage`: read and written through it, here."""
+`schemas.suite_feed.SuiteFeedMessage`: read and written through it, here."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Final
 
 from pydantic import TypeAdapter
 
-from schemas.suite_runs import (
+from schemas.suite_feed import (
     EVIDENCE_SIZE,
     MAX_EVIDENCE_UNITS,
     VERSION,
     Name,
+    SuiteFeedMessage,
     SuiteRunRow,
-    SuiteRunsMessage,
 )
 from stream_app.core.suite.evidence import SIZE, Evidence
 
@@ -91,7 +91,7 @@ class SuiteMessage:
     def to_json(self) -> bytes:
         """The message's bytes, through its model (runs and retirements only when it has
         some)."""
-        message = SuiteRunsMessage.model_construct(
+        message = SuiteFeedMessage.model_construct(
             v=VERSION,
             suite=self.suite,
             tier=self.tier,
@@ -104,7 +104,7 @@ class SuiteMessage:
     def from_json(cls, raw: bytes) -> SuiteMessage:
         """`to_json`'s message; raises ValueError (pydantic's ValidationError) when the model
         refuses it."""
-        message = SuiteRunsMessage.model_validate_json(raw)
+        message = SuiteFeedMessage.model_validate_json(raw)
         runs = tuple(SuiteRun.of_row(row) for row in message.runs)
         return cls(message.suite, message.tier, runs, message.retired)
 

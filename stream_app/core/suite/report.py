@@ -21,7 +21,7 @@ from stream_app.metrics.suite_comparison import (
 from stream_app.metrics.suite_outcomes import Figure
 
 
-def suite_reports(
+def suite_tiers(
     suite: str,
     states: Mapping[str, SuiteState],
     design: DropDesign,

@@ -1,6 +1,6 @@
 """What the windows hop tells the suite hop, gathered per suite tier: a batch's accepted runs, or
 the experiments a retirement takes out of the suites their tiers fed. Each goes out in as few
-messages as the broker's limit allows (`Outputs.suite_runs`, `Outputs.retire_from_suite`)."""
+messages as the broker's limit allows (`Outputs.suite_feed`, `Outputs.retire_from_suite`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class SuiteForwarding:
         pending: list[Awaitable[Any]] = []
         runs, self.runs = self.runs, {}
         for (suite, tier), forwarded in runs.items():
-            pending += await self.outputs.suite_runs(suite, tier, forwarded)
+            pending += await self.outputs.suite_feed(suite, tier, forwarded)
         retired, self.retired = self.retired, {}
         for (suite, tier), experiments in sorted(retired.items()):
             await self.outputs.retire_from_suite(suite, tier, experiments)

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from stream_app.core.ingest import processing_error
-from stream_app.core.keys import split_tier_key, suite_key
+from stream_app.core.keys import split_suite_key, suite_key
 from stream_app.core.suite.message import SuiteItem, SuiteMessage
-from stream_app.core.suite.report import suite_reports
+from stream_app.core.suite.report import suite_tiers
 from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
@@ -26,7 +26,7 @@ from stream_app.service.stages.table_stage import Pauses, TableStage
 
 def record_key(key: str, experiment: str) -> bytes:
     """The table key of an experiment's share of a suite tier (`key`: the suite tier's)."""
-    suite, tier = split_tier_key(key)
+    suite, tier = split_suite_key(key)
     return json.dumps([suite, tier, experiment], ensure_ascii=False).encode()
 
 
@@ -60,7 +60,7 @@ class SuitesStage(TableStage[SuiteState]):
     @classmethod
     def experiment_of(cls, key: str) -> str:
         """A record is partitioned by its suite."""
-        return split_tier_key(parse_record_key(key.encode())[0])[0]
+        return split_suite_key(parse_record_key(key.encode())[0])[0]
 
     def _index(self) -> dict[str, set[bytes]]:
         if self.index is None:
@@ -156,9 +156,9 @@ class SuitesStage(TableStage[SuiteState]):
         no experiment left; `pause` between reports (a recovery's), else a turn of the loop."""
         by_suite: dict[str, set[str]] = {}
         for key in touched:
-            by_suite.setdefault(split_tier_key(key)[0], set()).add(key)
+            by_suite.setdefault(split_suite_key(key)[0], set()).add(key)
         for key in self._index():  # the suites' other tiers, with records
-            suite = split_tier_key(key)[0]
+            suite = split_suite_key(key)[0]
             if suite in by_suite:
                 by_suite[suite].add(key)
         for suite, keys in sorted(by_suite.items()):
@@ -173,12 +173,12 @@ class SuitesStage(TableStage[SuiteState]):
                 if state is None or not state.shares:
                     self.cache.pop(key.encode(), None)
                     if changed:
-                        await self.outputs.retire_suite_tier(*split_tier_key(key))
+                        await self.outputs.retire_suite_tier(*split_suite_key(key))
                     continue
                 self.cache[key.encode()] = state
-                alive[split_tier_key(key)[1]] = state
+                alive[split_suite_key(key)[1]] = state
             settings = self.settings
-            for report in suite_reports(
+            for report in suite_tiers(
                 suite,
                 alive,
                 settings.drop_design,
@@ -213,7 +213,7 @@ class SuitesStage(TableStage[SuiteState]):
 
     def forget(self, key: str, raw: bytes) -> None:
         """A lost suite tier's gauges go."""
-        self.exporter.remove_suite(*split_tier_key(parse_record_key(key.encode())[0]))
+        self.exporter.remove_suite(*split_suite_key(parse_record_key(key.encode())[0]))
 
     def on_revoked(self, lost: set[int]) -> None:
         """Forget the index too: the records of the lost partitions are another worker's."""

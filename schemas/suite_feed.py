@@ -1,4 +1,4 @@
-"""The message of the suite hop's topic (`evalstream-suite-runs`): the accepted runs of one
+"""The message of the suite hop's topic (`evalstream-suite-feed`): the accepted runs of one
 `(suite, tier)` from one batch of the windows hop, or the experiments retired from it, each run
 an array. This model is the format's one definition: the worker reads and writes it through the
 model (`stream_app/core/suite/message.py`), and its JSON Schema is exported from it."""
@@ -52,7 +52,7 @@ SuiteRunRow = tuple[Experiment, Incarnation, Sequence, CompletedAt, Evidence, Ou
 """A run, as it travels."""
 
 
-class SuiteRunsMessage(BaseModel):
+class SuiteFeedMessage(BaseModel):
     """Runs of one suite tier, or experiments retired from it. Strict: a number that is not an
     integer, a field it does not know or a version other than 4 is refused."""
 
