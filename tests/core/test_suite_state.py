@@ -253,13 +253,19 @@ def test_a_share_keeps_the_outcomes_of_its_runs() -> None:
         lambda d: d["h"][1].__setitem__(-1, d["n"] - d["h"][0][-1] + 1),  # more than all runs
         lambda d: d["h"][0].__setitem__(1, (d["h"][0][-1] + 1) * MAX_EVIDENCE_UNITS),
         lambda d: d.update(h=[]),  # runs, and no hour with them
-        lambda d: d.update(o=[d["n"] + 1, 0, 0.25 * (d["n"] + 1)]),  # more outcomes than runs
-        lambda d: d.update(o=[1, 2, 0.25]),  # more passes than runs
-        lambda d: d.update(o=[1, 1, 0.2]),  # a first run adds 1/4
-        lambda d: d.update(o=[2, 1, 2.5]),  # a run adds at most 1
-        lambda d: d.update(o=[0, 0, 0]),  # a spread is a float
-        lambda d: d.update(o=[1, 1]),
-        lambda d: d.update(o=[True, 1, 0.25]),
+        lambda d: d["o"].__setitem__(0, d["n"] + 1),  # more outcomes than runs
+        lambda d: d["o"].__setitem__(0, d["n"] - 1),  # a run without its outcome
+        lambda d: d["o"].__setitem__(1, d["n"] + 1),  # more passes than runs
+        lambda d: d["o"].__setitem__(2, 0.2),  # a first run adds 1/4
+        lambda d: d["o"].__setitem__(2, d["n"] + 0.5),  # a run adds at most 1
+        lambda d: d["o"].__setitem__(2, 1),  # a spread is a float
+        lambda d: d["o"].__setitem__(3, d["n"] + 1.0),  # composites are at most 1 a run
+        lambda d: d["o"].__setitem__(4, -0.5),
+        lambda d: d["o"].__setitem__(3, 1),  # a composite sum is a float
+        lambda d: d["o"].__setitem__(5, d["o"][6] + 1),  # it started after its latest run
+        lambda d: d["o"].__setitem__(6, d["o"][6] + 2 * HOUR_US),  # latest is not in its hours
+        lambda d: d.update(o=d["o"][:5]),  # before the composites and the times
+        lambda d: d["o"].__setitem__(0, True),
     ],
 )
 def test_a_stored_share_no_runs_make_is_refused(change: object) -> None:

@@ -109,6 +109,9 @@ class ExperimentShare:
             raise ValueError("suite share has more runs in its hours than in all")
         outcomes = _outcomes(data["o"], runs)
         newest = max(hours) if hours else None
+        if outcomes.runs != runs or (newest is not None and outcomes.latest // HOUR_US != newest):
+            # every run tells an outcome, and the latest run is in the newest hour
+            raise ValueError("suite share's outcomes are not those of its runs")
         return cls(epoch, tuple(retired), seq, runs, hours, newest, outcomes)
 
     def copy(self) -> ExperimentShare:
