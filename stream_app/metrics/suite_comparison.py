@@ -31,9 +31,9 @@ PIN_SHARE: Final = 0.025
 """The share of a difference's error each tier's pin takes."""
 UNIT_SHARE: Final = 0.001
 """The share of a figure's error the closed experiments' interval (`suite_units`) takes; the
-run-level test has the rest. Chosen by seeded simulation (docs/statistics-measured.md): units
-narrow a suite only past about a hundred tasks, and any larger share costs the run-level test
-power at 30 to 50 tasks (at 0.01, one suite in 1,000 on four of the five power rows)."""
+run-level test has the rest. Chosen by seeded simulation (docs/statistics.md, 'Why 0.1 %'):
+units narrow a suite only past about a hundred tasks, and any larger share costs the run-level
+test power at 30 to 50 tasks (at 0.01, one suite in 1,000 on four of the five power rows)."""
 _GOLDEN_STEPS: Final = 90
 _INVERSE_GOLDEN: Final = (math.sqrt(5) - 1) / 2
 
