@@ -280,10 +280,11 @@ def _differences(expected: dict[bytes, Any], got: dict[bytes, Any]) -> list[str]
     out = []
     for key in keys[:6]:
         want, have = expected.get(key) or {}, got.get(key) or {}
-        out.append(
-            f"{key.decode()}: want {want.get('run_ids', want.get('tiers', want.get('drop')))}, "
-            f"have {have.get('run_ids', have.get('tiers', have.get('drop')))}"
+        fields = sorted(f for f in want.keys() | have.keys() if want.get(f) != have.get(f))
+        shown = ", ".join(
+            f"{f} want {str(want.get(f))[:120]} have {str(have.get(f))[:120]}" for f in fields[:3]
         )
+        out.append(f"{key.decode()}: {len(fields)} fields differ: {shown}")
     return [f"{len(keys)} keys differ", *out] if keys else []
 
 
