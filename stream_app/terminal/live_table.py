@@ -24,7 +24,7 @@ from stream_app.terminal.records import (
     difference_text,
     experiments_paired,
     pass_rate_text,
-    suite_pass_rate_text,
+    suite_figure_text,
 )
 from stream_app.terminal.text import printable
 
@@ -222,7 +222,7 @@ def render_suites(state: LiveState, paint: Paint, colour: bool) -> list[str]:
         baseline = suite.tier == suite.baseline_tier
         lines.append(
             f"{name:<{SUITE_WIDTH}} {printable(suite.tier):<4} "
-            f"{suite_pass_rate_text(suite.pass_rate):>{PASS_RATE_WIDTH}} "
+            f"{suite_figure_text(suite.pass_rate):>{PASS_RATE_WIDTH}} "
             f"{_compared_cell(baseline, suite.pass_rate_difference, paint)} "
             f"{experiments_paired(suite):<{SUITE_EXPERIMENTS_WIDTH}} "
             f"{suite.runs:>{SUITE_RUNS_WIDTH}} {_suite_state(suite, paint)}"
@@ -230,7 +230,7 @@ def render_suites(state: LiveState, paint: Paint, colour: bool) -> list[str]:
         composite = _compared_cell(baseline, suite.mean_composite_difference, paint).rstrip()
         lines.append(
             f"{'':<{SUITE_WIDTH}} {'comp':<4} "
-            f"{suite_pass_rate_text(suite.mean_composite):>{PASS_RATE_WIDTH}} {composite}"
+            f"{suite_figure_text(suite.mean_composite):>{PASS_RATE_WIDTH}} {composite}"
         )
     return lines + [""] + [paint(line, DIM) for line in SUITE_LEGEND]
 

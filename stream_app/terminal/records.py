@@ -91,7 +91,7 @@ def pass_rate_text(cumulative: CumulativeStats) -> str:
     return f"{_points(cumulative.pass_rate)} [{_points(low)}, {_points(high)}]"
 
 
-def suite_pass_rate_text(figure: SuiteEstimate | None) -> str:
+def suite_figure_text(figure: SuiteEstimate | None) -> str:
     """A suite tier's pass rate (or mean composite), in %, with its interval; "—" before a
     run."""
     if figure is None:
@@ -158,9 +158,9 @@ def suite_line(report: SuiteTier) -> str:
     drop = f"DROPPED (evidence {evidence})" if report.drop.dropped else f"drop evidence {evidence}"
     return (
         f"suite {printable(report.suite)}/{printable(report.tier)}  "
-        f"pass {suite_pass_rate_text(report.pass_rate)}  "
+        f"pass {suite_figure_text(report.pass_rate)}  "
         f"{_versus(report, report.pass_rate_difference)}  "
-        f"composite {suite_pass_rate_text(report.mean_composite)}  "
+        f"composite {suite_figure_text(report.mean_composite)}  "
         f"{_versus(report, report.mean_composite_difference)}  "
         f"{experiments_paired(report)}, {report.runs} runs  {drop}"
     )
