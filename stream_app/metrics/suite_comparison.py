@@ -206,21 +206,26 @@ def closings(strata: Sequence[Outcomes]) -> list[int | None]:
 
 
 def suite_mean(
-    strata: Sequence[Outcomes], confidence: float, figure: Figure = Figure.PASS_RATE
+    strata: Sequence[Outcomes],
+    confidence: float,
+    figure: Figure = Figure.PASS_RATE,
+    closed: Sequence[int | None] | None = None,
 ) -> SuiteFigure | None:
     """A tier's mean of `figure` over the experiments it has runs in (`strata`: all of the
     tier's, in one fixed order), each weighing the same (None with none): the run-level test's
-    interval at 1 - UNIT_SHARE of the error, within the closed experiments' at the rest."""
-    ran = [o for o in strata if o.runs]
+    interval at 1 - UNIT_SHARE of the error, within the closed experiments' at the rest.
+    `closed`: `closings(strata)`, when the caller has it already."""
+    closed = closings(strata) if closed is None else closed
+    ran = [(o, c) for o, c in zip(strata, closed, strict=True) if o.runs]
     if not ran:
         return None
     error = 1 - confidence
-    terms = [(1, o.of(figure)) for o in ran]
+    terms = [(1, o.of(figure)) for o, _ in ran]
     runs = equal_weight_sequence(terms, len(terms), 1 - (1 - UNIT_SHARE) * error)
     own = [s.total / s.runs for _, s in terms]
-    values, open_units = unit_values_in_order(own, closings(ran))
+    values, open_units = unit_values_in_order(own, [c for _, c in ran])
     units = units_sequence(values, 1 - UNIT_SHARE * error)
-    interval = _within(runs, widen_by_open(units, len(values), open_units, 0.0))
+    interval = _within(runs, widen_by_open(units, len(values), open_units))
     return SuiteFigure(equal_weight_mean(terms, len(terms)), *interval, len(terms))
 
 
@@ -251,7 +256,7 @@ def paired_difference(
     ]
     values, open_units = unit_values_in_order(own, [p.closed for p in both])
     units = units_sequence(values, 1 - UNIT_SHARE * error)
-    interval = _within(runs, as_difference(widen_by_open(units, len(values), open_units, 0.0)))
+    interval = _within(runs, as_difference(widen_by_open(units, len(values), open_units)))
     return SuiteFigure(equal_weight_mean(terms, count), *interval, count)
 
 

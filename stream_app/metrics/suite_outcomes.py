@@ -10,6 +10,12 @@ from enum import Enum
 from typing import NamedTuple
 
 
+def estimate_before(total: float, runs: int) -> float:
+    """The predictable estimate of the next value after `runs` values summing to `total`:
+    (total + 1/2) / (runs + 1), about which a stratum's (or the units') spread is taken."""
+    return (total + 0.5) / (runs + 1)
+
+
 class Figure(Enum):
     """A figure a suite compares across its experiments."""
 
@@ -49,10 +55,10 @@ class Outcomes:
     def add(self, passed: bool, composite: float, at: int, restart: bool = False) -> Outcomes:
         """With one more run, its composite in [0, 1], completed at `at`; `restart`: the first
         of a new incarnation."""
-        n = self.runs + 1
-        pass_guess, composite_guess = (self.passes + 0.5) / n, (self.composite + 0.5) / n
+        pass_guess = estimate_before(self.passes, self.runs)
+        composite_guess = estimate_before(self.composite, self.runs)
         return Outcomes(
-            n,
+            self.runs + 1,
             self.passes + passed,
             self.spread + (passed - pass_guess) ** 2,
             self.composite + composite,

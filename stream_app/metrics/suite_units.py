@@ -5,8 +5,8 @@ however many runs each task had (Waudby-Smith & Ramdas 2023). The run-level test
 `suite_comparison` cannot: it weighs tasks by their runs. docs/statistics.md, 'Suite comparisons'.
 
 Notation: the paper's X_i (a unit's value in [0, 1]) is `values[i]`, its predictable estimate
-mu-hat_i is `guess`, and sum (X_i - mu-hat_i)^2 is `unit_spread`; the bets lambda and their
-mixture are `bet_mixture`'s, weighted towards the large bets units want (`UNIT_WEIGHTS`)."""
+mu-hat_i is `estimate_before`, and sum (X_i - mu-hat_i)^2 is `unit_spread`; the bets lambda and
+their mixture are `bet_mixture`'s, weighted towards the large bets units want (`UNIT_WEIGHTS`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Final
 
 from stream_app.metrics.bet_mixture import log_weights, needed
 from stream_app.metrics.intervals import Interval
+from stream_app.metrics.suite_outcomes import estimate_before
 
 UNIT_WEIGHTS: Final = log_weights(0)
 """The mixture's weights for units: the most on the largest bet, 0.9. A unit's value varies
@@ -50,21 +51,20 @@ def unit_spread(values: Sequence[float]) -> float:
     mu-hat_i)^2, mu-hat_i = (the sum of the values before + 1/2) / (i + 1)."""
     total = spread = 0.0
     for i, x in enumerate(values):
-        guess = (total + 0.5) / (i + 1)
-        spread += (x - guess) ** 2
+        spread += (x - estimate_before(total, i)) ** 2
         total += x
     return spread
 
 
-def widen_by_open(closed: Interval, units: int, open_units: int, least: float) -> Interval:
+def widen_by_open(closed: Interval, units: int, open_units: int) -> Interval:
     """The closed units' interval for their mean as one for the mean over every unit, each open
-    one anywhere in [least, 1]."""
+    one anywhere in [0, 1]."""
     count = units + open_units
     if count == 0:
-        return Interval(least, 1.0)
-    low = (units * closed.low + open_units * least) / count
+        return Interval(0.0, 1.0)
+    low = units * closed.low / count
     high = (units * closed.high + open_units) / count
-    return Interval(max(least, low), min(1.0, high))
+    return Interval(max(0.0, low), min(1.0, high))
 
 
 def as_difference(interval: Interval) -> Interval:

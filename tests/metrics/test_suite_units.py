@@ -53,9 +53,9 @@ def test_units_count_in_the_order_they_closed() -> None:
 
 
 def test_open_units_may_lie_anywhere() -> None:
-    assert widen_by_open(Interval(0.4, 0.6), 0, 3, 0.0) == Interval(0.0, 1.0)
-    assert widen_by_open(Interval(0.4, 0.6), 8, 0, 0.0) == Interval(0.4, 0.6)
-    assert widen_by_open(Interval(0.4, 0.6), 8, 2, 0.0) == pytest.approx((0.32, 0.68))
+    assert widen_by_open(Interval(0.4, 0.6), 0, 3) == Interval(0.0, 1.0)
+    assert widen_by_open(Interval(0.4, 0.6), 8, 0) == Interval(0.4, 0.6)
+    assert widen_by_open(Interval(0.4, 0.6), 8, 2) == pytest.approx((0.32, 0.68))
     assert as_difference(Interval(0.25, 0.75)) == Interval(-0.5, 0.5)
     assert difference_unit(0.9, 0.2) == pytest.approx(0.85)
     assert units_sequence([], 0.95) == Interval(0.0, 1.0)

@@ -34,15 +34,20 @@ def suite_tiers(
     1 - (1 - confidence) / m (Bonferroni), so that all hold at once at every moment: a tier
     that pairs widens the others', never narrows them."""
     tiers = sorted((t for t, s in states.items() if s.shares), key=tier_sort_key)
+    closed = {t: _closings(states[t]) for t in tiers}  # once a tier: the pairs use them too
     base = states.get(baseline_tier)
-    pairs = {t: _pairs(states[t], base) for t in tiers if t != baseline_tier}
+    base_closed = closed.get(baseline_tier, {})
+    pairs = {
+        t: _pairs(states[t], base, closed[t], base_closed) for t in tiers if t != baseline_tier
+    }
     paired = sum(1 for p in pairs.values() if p)
     each = 1 - (1 - confidence) / max(paired, 1)
     for tier in tiers:
         state = states[tier]
         status = state.status(design)
-        outcomes = [state.shares[e].outcomes for e in sorted(state.shares)]
-        rate, composite = (suite_mean(outcomes, confidence, f) for f in Figure)
+        outcomes = [state.shares[e].outcomes for e in closed[tier]]  # by name
+        when = list(closed[tier].values())
+        rate, composite = (suite_mean(outcomes, confidence, f, when) for f in Figure)
         if tier in pairs:
             difference, composite_difference = (
                 paired_difference(pairs[tier], each, f) for f in Figure
@@ -67,12 +72,16 @@ def suite_tiers(
         )
 
 
-def _pairs(state: SuiteState, base: SuiteState | None) -> list[Paired]:
+def _pairs(
+    state: SuiteState,
+    base: SuiteState | None,
+    tier_closed: Mapping[str, int | None],
+    base_closed: Mapping[str, int | None],
+) -> list[Paired]:
     """The tier's and the baseline's outcomes in each experiment both have runs in (by name),
-    and when both had closed."""
+    and when both had closed (`tier_closed`, `base_closed`: `_closings` of each)."""
     if base is None:
         return []
-    tier_closed, base_closed = _closings(state), _closings(base)
     out: list[Paired] = []
     for e in sorted(state.shares.keys() & base.shares.keys()):
         tier, baseline = state.shares[e].outcomes, base.shares[e].outcomes
@@ -83,7 +92,7 @@ def _pairs(state: SuiteState, base: SuiteState | None) -> list[Paired]:
 
 
 def _closings(state: SuiteState) -> dict[str, int | None]:
-    """When each of the tier's experiments closed."""
+    """When each of the tier's experiments closed, by name."""
     names = sorted(state.shares)
     return dict(zip(names, closings([state.shares[e].outcomes for e in names]), strict=True))
 

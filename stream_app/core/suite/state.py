@@ -130,7 +130,10 @@ class SuiteState:
                     self._own(name)  # its day sums, this state's to change
                     self.statistics.pooled.enter(hour)
                     self.statistics.evidence(name, hour, share.hours[hour], first)
-        self.watched = Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
+        self.watched = self._count_watched()
+
+    def _count_watched(self) -> Watched:
+        return Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
 
     def _flush(self) -> None:
         if self.clock.top is not None:
@@ -144,7 +147,7 @@ class SuiteState:
             (s.newest, n) for n, s in self.shares.items() if s.newest is not None
         )
         self.statistics = SuiteStatistics.of(self.shares, self.clock)
-        self.watched = Watched.count({n: s.hours for n, s in self.shares.items()}, self.clock)
+        self.watched = self._count_watched()
 
     def status(self, design: DropDesign) -> SuiteStatus:
         """The detectors now, and whether a page is in effect."""
