@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Hashable, Sequence
+from typing import Final, Generic, TypeVar
 
 from stream_app.metrics.bet_mixture import log_weights, needed
+from stream_app.metrics.exact_sum import ExactSum
 from stream_app.metrics.intervals import Interval
 from stream_app.metrics.suite_outcomes import estimate_before
 
@@ -37,6 +38,75 @@ def closing_times(starts: Sequence[int], latest: Sequence[int]) -> list[int | No
     return out
 
 
+class Closings:
+    """`closing_times` of a tier's strata, kept as each one's first and latest run move: a run
+    moves its own stratum's closing, and a new start closes again only the strata that closed
+    at the start after it (or were open) and ran before it."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, tuple[int, int]] = {}
+        """Each stratum's first run (of its incarnation) and latest run."""
+        self.starts: list[int] = []
+        """Every stratum's start, sorted."""
+        self.closed: dict[str, int | None] = {}
+        self.by_closing: dict[int | None, set[str]] = {}
+        """The strata that closed at each time (None: the open ones)."""
+
+    def move(self, key: str, start: int, latest: int) -> set[str]:
+        """A stratum's span now (new or moved); returns the strata whose closing changed."""
+        old = self.spans.get(key)
+        self.spans[key] = (start, latest)
+        changed: set[str] = set()
+        if old is not None and old[0] != start:
+            self._left(key, old[0], changed)
+        if old is None or old[0] != start:
+            after = bisect.bisect_right(self.starts, start)
+            following = self.starts[after] if after < len(self.starts) else None
+            self.starts.insert(after, start)
+            for other in list(self.by_closing.get(following, ())):
+                if self.spans[other][1] < start:
+                    self._close(other, changed)
+        self._close(key, changed)
+        return changed
+
+    def drop(self, key: str) -> set[str]:
+        """A stratum gone; returns the strata whose closing changed (it among them)."""
+        changed = {key}
+        old = self.spans.pop(key, None)
+        if old is not None:
+            self._file(key, None, remove=True)
+            self._left(key, old[0], changed)
+        return changed
+
+    def _left(self, key: str, start: int, changed: set[str]) -> None:
+        """`start` (key's) is no longer a start: the strata that closed at it close again."""
+        del self.starts[bisect.bisect_left(self.starts, start)]
+        for other in list(self.by_closing.get(start, ())):
+            if other != key:
+                self._close(other, changed)
+
+    def _close(self, key: str, changed: set[str]) -> None:
+        """Work out `key`'s closing: the first start after its latest run."""
+        i = bisect.bisect_right(self.starts, self.spans[key][1])
+        closed = self.starts[i] if i < len(self.starts) else None
+        if key not in self.closed or self.closed[key] != closed:
+            self._file(key, closed)
+            changed.add(key)
+
+    def _file(self, key: str, closed: int | None, remove: bool = False) -> None:
+        """Move `key` to its new closing time's set (or out of them)."""
+        if key in self.closed:
+            before = self.by_closing[self.closed[key]]
+            before.discard(key)
+            if not before:
+                del self.by_closing[self.closed[key]]
+        if remove:
+            self.closed.pop(key, None)
+            return
+        self.closed[key] = closed
+        self.by_closing.setdefault(closed, set()).add(key)
+
+
 def unit_values_in_order(
     values: Sequence[float], closed: Sequence[int | None]
 ) -> tuple[list[float], int]:
@@ -51,9 +121,13 @@ def unit_spread(values: Sequence[float]) -> float:
     mu-hat_i)^2, mu-hat_i = (the sum of the values before + 1/2) / (i + 1)."""
     total = spread = 0.0
     for i, x in enumerate(values):
-        spread += (x - estimate_before(total, i)) ** 2
-        total += x
+        total, spread = _next_unit(total, spread, i, x)
     return spread
+
+
+def _next_unit(total: float, spread: float, i: int, x: float) -> tuple[float, float]:
+    """The running sum and spread after unit i, of value x."""
+    return total + x, spread + (x - estimate_before(total, i)) ** 2
 
 
 def widen_by_open(closed: Interval, units: int, open_units: int) -> Interval:
@@ -83,9 +157,77 @@ def units_sequence(values: Sequence[float], confidence: float) -> Interval:
     evidence against it reaches 2 / (1 - confidence); the spread is the same either way."""
     if not values:
         return Interval(0.0, 1.0)
+    return _interval(math.fsum(values), unit_spread(values), len(values), confidence)
+
+
+def _interval(total: float, spread: float, units: int, confidence: float) -> Interval:
+    """`units_sequence` of units whose values sum to `total`, with their spread."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
     level = math.log(2 / (1 - confidence))
-    mean = math.fsum(values) / len(values)
-    margin = needed(unit_spread(values), level, UNIT_WEIGHTS) / len(values)
+    mean = total / units
+    margin = needed(spread, level, UNIT_WEIGHTS) / units
     return Interval(max(0.0, mean - margin), min(1.0, mean + margin))
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ClosedUnits(Generic[K]):
+    """A figure's units kept as their strata close, reopen and move: the closed ones in closing
+    order (ties by key), their exact sum, and their running sum and spread, made again only from
+    the first unit that changed (a unit closing after the others costs one step)."""
+
+    def __init__(self) -> None:
+        self.units: dict[K, tuple[int | None, float]] = {}
+        """Each unit's closing time (None: open) and value."""
+        self.order: list[tuple[int, K]] = []
+        """The closed units' (closing time, key), sorted."""
+        self.values: list[float] = []
+        """Their values, in that order."""
+        self.sum = ExactSum()
+        self.running: list[tuple[float, float]] = []
+        """The running sum and spread after each of the first closed units (a valid prefix)."""
+        self.open = 0
+
+    def put(self, key: K, closed: int | None, value: float) -> None:
+        """A unit's closing time and value now (new or changed)."""
+        if self.units.get(key) == (closed, value):
+            return
+        self.remove(key)
+        self.units[key] = (closed, value)
+        if closed is None:
+            self.open += 1
+            return
+        i = bisect.bisect_left(self.order, (closed, key))
+        self.order.insert(i, (closed, key))
+        self.values.insert(i, value)
+        del self.running[i:]
+        self.sum.add(value)
+
+    def remove(self, key: K) -> None:
+        """A unit no longer counted (its stratum has gone)."""
+        unit = self.units.pop(key, None)
+        if unit is None:
+            return
+        closed, value = unit
+        if closed is None:
+            self.open -= 1
+            return
+        i = bisect.bisect_left(self.order, (closed, key))
+        del self.order[i], self.values[i], self.running[i:]
+        self.sum.remove(value)
+
+    def interval(self, confidence: float) -> Interval:
+        """The mean over every unit, open ones anywhere in [0, 1] (`widen_by_open` of
+        `units_sequence`)."""
+        closed = len(self.values)
+        if not closed:
+            return widen_by_open(Interval(0.0, 1.0), 0, self.open)
+        running = self.running
+        total, spread = running[-1] if running else (0.0, 0.0)
+        for i in range(len(running), closed):
+            total, spread = _next_unit(total, spread, i, self.values[i])
+            running.append((total, spread))
+        interval = _interval(self.sum.value(), spread, closed, confidence)
+        return widen_by_open(interval, closed, self.open)

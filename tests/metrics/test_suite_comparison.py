@@ -22,6 +22,7 @@ from stream_app.metrics.suite_comparison import (
     equal_weight_mean,
     equal_weight_sequence,
     paired_difference,
+    signed_sets,
     suite_mean,
 )
 from stream_app.metrics.suite_outcomes import Figure, Outcomes, Stratum
@@ -92,7 +93,7 @@ def test_the_least_theta_not_rejected_is_where_the_brute_force_says(seed: int) -
     terms = random_terms(rnd, count, most=12)
     evidence = needed(math.fsum(t.spread for _, t in terms), LEVEL)
     bound = math.fsum(s * t.total for s, t in terms) - evidence
-    low = _knapsack(terms, count, LEVEL)
+    low = _knapsack(*signed_sets(terms), count, LEVEL)
     least = -count / count
     if low > least + 1e-9:
         assert most_favourable(terms, count, low - 1e-7) <= bound + 1e-6
@@ -105,9 +106,9 @@ def test_the_dual_without_pins_is_the_knapsack() -> None:
     for _ in range(200):
         count = rnd.randint(1, 12)
         terms = random_terms(rnd, count)
-        unpinned = _knapsack(terms, count, LEVEL)
+        unpinned = _knapsack(*signed_sets(terms), count, LEVEL)
         free = Pins(Interval(0.0, 1.0), Interval(0.0, 1.0))
-        assert _dual(terms, count, LEVEL, free) == pytest.approx(unpinned, abs=1e-12)
+        assert _dual(*signed_sets(terms), count, LEVEL, free) == pytest.approx(unpinned, abs=1e-12)
 
 
 def test_pins_only_ever_narrow_the_interval() -> None:
@@ -117,7 +118,10 @@ def test_pins_only_ever_narrow_the_interval() -> None:
         terms = random_terms(rnd, count)
         plus, minus = sorted(rnd.random() for _ in range(2)), sorted(rnd.random() for _ in range(2))
         pins = Pins(Interval(*plus), Interval(*minus))
-        assert _dual(terms, count, LEVEL, pins) >= _knapsack(terms, count, LEVEL) - 1e-12
+        assert (
+            _dual(*signed_sets(terms), count, LEVEL, pins)
+            >= _knapsack(*signed_sets(terms), count, LEVEL) - 1e-12
+        )
 
 
 def test_a_tier_with_more_runs_than_the_baseline_cannot_move_both_rates_together() -> None:

@@ -8,12 +8,16 @@ import random
 import statistics
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.suite_comparison import uneven_harness, walk
 from stream_app.metrics.intervals import Interval
 from stream_app.metrics.suite_comparison import closings
 from stream_app.metrics.suite_outcomes import Outcomes
 from stream_app.metrics.suite_units import (
+    ClosedUnits,
+    Closings,
     as_difference,
     closing_times,
     difference_unit,
@@ -98,3 +102,64 @@ def test_a_suite_figure_narrows_as_tasks_accrue_whatever_their_run_counts() -> N
     small = statistics.median(half_width(25, s) for s in seeds)
     large = statistics.median(half_width(250, s) for s in seeds)
     assert large <= 0.45 * small
+
+
+SPANS = st.lists(
+    st.tuples(st.integers(0, 9), st.integers(0, 40), st.integers(0, 15), st.booleans()),
+    max_size=50,
+)
+
+
+@given(SPANS)
+def test_closings_kept_run_by_run_are_those_worked_out_at_once(
+    steps: list[tuple[int, int, int, bool]],
+) -> None:
+    """Strata that start, run, restart and go in any order: each one's closing, kept as they
+    move, is the first start after its latest run (`closing_times`) at every step."""
+    kept, spans = Closings(), {}
+    for key, start, length, drop in steps:
+        name = f"task{key}"
+        if drop and name in spans:
+            del spans[name]
+            kept.drop(name)
+        elif name in spans and length % 4:  # a later run of its incarnation, at any time
+            first, latest = spans[name]
+            spans[name] = (first, max(latest, first + length))
+            kept.move(name, *spans[name])
+        else:  # a new stratum, or a new incarnation: its start anywhere among the others'
+            spans[name] = (start, start + length)
+            kept.move(name, *spans[name])
+        names = sorted(spans)
+        at_once = closing_times([spans[n][0] for n in names], [spans[n][1] for n in names])
+        assert kept.closed == dict(zip(names, at_once, strict=True))
+
+
+UNITS = st.lists(
+    st.tuples(st.integers(0, 60), st.none() | st.integers(0, 20), st.floats(0.3, 0.7)),
+    min_size=40,
+    max_size=150,
+)
+"""Enough units near one half for an interval inside [0, 1]: a unit that goes (over 0.65)
+must take its place in the running spread with it."""
+
+
+@given(UNITS, st.sampled_from([0.5, 0.9]))
+def test_units_kept_as_they_close_and_move_give_the_interval_made_at_once(
+    steps: list[tuple[int, int | None, float]], confidence: float
+) -> None:
+    kept: ClosedUnits[int] = ClosedUnits()
+    units: dict[int, tuple[int | None, float]] = {}
+    for key, closed, value in steps:
+        if value > 0.65 and key in units:
+            del units[key]
+            kept.remove(key)
+        else:
+            units[key] = (closed, value)
+            kept.put(key, closed, value)
+        keys = sorted(units)
+        values, open_units = unit_values_in_order(
+            [units[k][1] for k in keys], [units[k][0] for k in keys]
+        )
+        at_once = widen_by_open(units_sequence(values, confidence), len(values), open_units)
+        assert kept.interval(confidence) == at_once
+    assert at_once.low > 0 or at_once.high < 1 or len(values) < 30

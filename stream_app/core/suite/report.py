@@ -10,14 +10,9 @@ from collections.abc import Iterator, Mapping
 from schemas.common import tier_sort_key
 from schemas.suites import SuiteDifference, SuiteDrop, SuiteEstimate, SuiteTier
 from stream_app.core.drop_detector import DropDesign
+from stream_app.core.suite.comparison import compared
 from stream_app.core.suite.state import SuiteState
-from stream_app.metrics.suite_comparison import (
-    Paired,
-    SuiteFigure,
-    closings,
-    paired_difference,
-    suite_mean,
-)
+from stream_app.metrics.suite_comparison import SuiteFigure
 from stream_app.metrics.suite_outcomes import Figure
 
 
@@ -29,28 +24,30 @@ def suite_tiers(
     confidence: float,
 ) -> Iterator[SuiteTier]:
     """Every tier of `suite` with an experiment left (`states`: its tiers' states), in numeric
-    order, one at a time: each takes a millisecond or two, and the suite hop lets the other
-    hops run in between. With m tiers paired with the baseline, each difference is at
-    1 - (1 - confidence) / m (Bonferroni), so that all hold at once at every moment: a tier
-    that pairs widens the others', never narrows them."""
+    order, one at a time: the suite hop lets the other hops run in between. With m tiers paired
+    with the baseline, each difference is at 1 - (1 - confidence) / m (Bonferroni), so that all
+    hold at once at every moment: a tier that pairs widens the others', never narrows them.
+    Each tier's comparison is brought up to date with what moved since its last report
+    (`comparison`), its pairs with its own and the baseline's moves."""
     tiers = sorted((t for t, s in states.items() if s.shares), key=tier_sort_key)
-    closed = {t: _closings(states[t]) for t in tiers}  # once a tier: the pairs use them too
-    base = states.get(baseline_tier)
-    base_closed = closed.get(baseline_tier, {})
-    pairs = {
-        t: _pairs(states[t], base, closed[t], base_closed) for t in tiers if t != baseline_tier
-    }
-    paired = sum(1 for p in pairs.values() if p)
+    comparisons = {t: compared(states[t]) for t in tiers}
+    base = comparisons.get(baseline_tier)
+    for tier in tiers:
+        own, changed, before = comparisons[tier]
+        if base is None:
+            own.paired.clear()
+        elif tier != baseline_tier:
+            keys = None if changed is None or base[1] is None else changed | base[1]
+            own.paired.follow(own, base[0], keys, (before, base[2]))
+    paired = sum(1 for t in tiers if t != baseline_tier and comparisons[t][0].paired.pairs)
     each = 1 - (1 - confidence) / max(paired, 1)
     for tier in tiers:
-        state = states[tier]
+        state, comparison = states[tier], comparisons[tier][0]
         status = state.status(design)
-        outcomes = [state.shares[e].outcomes for e in closed[tier]]  # by name
-        when = list(closed[tier].values())
-        rate, composite = (suite_mean(outcomes, confidence, f, when) for f in Figure)
-        if tier in pairs:
+        rate, composite = (comparison.mean(f, confidence) for f in Figure)
+        if tier != baseline_tier:
             difference, composite_difference = (
-                paired_difference(pairs[tier], each, f) for f in Figure
+                comparison.paired.difference(f, each) for f in Figure
             )
             experiments = difference.experiments if difference else 0
         else:
@@ -70,31 +67,6 @@ def suite_tiers(
             difference_confidence=confidence,
             drop=SuiteDrop(dropped=status.dropped, evidence=status.evidence),
         )
-
-
-def _pairs(
-    state: SuiteState,
-    base: SuiteState | None,
-    tier_closed: Mapping[str, int | None],
-    base_closed: Mapping[str, int | None],
-) -> list[Paired]:
-    """The tier's and the baseline's outcomes in each experiment both have runs in (by name),
-    and when both had closed (`tier_closed`, `base_closed`: `_closings` of each)."""
-    if base is None:
-        return []
-    out: list[Paired] = []
-    for e in sorted(state.shares.keys() & base.shares.keys()):
-        tier, baseline = state.shares[e].outcomes, base.shares[e].outcomes
-        if tier.runs and baseline.runs:
-            t, b = tier_closed[e], base_closed[e]
-            out.append(Paired(tier, baseline, None if t is None or b is None else max(t, b)))
-    return out
-
-
-def _closings(state: SuiteState) -> dict[str, int | None]:
-    """When each of the tier's experiments closed, by name."""
-    names = sorted(state.shares)
-    return dict(zip(names, closings([state.shares[e].outcomes for e in names]), strict=True))
 
 
 def _estimate(figure: SuiteFigure | None) -> SuiteEstimate | None:

@@ -9,11 +9,11 @@ and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from stream_app.core.drop_detector import DropDesign
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.core.suite.arithmetic import accumulate
+from stream_app.core.suite.comparison import TierComparison
 from stream_app.core.suite.message import Retirement, SuiteItem, SuiteRun
 from stream_app.core.suite.share import CELL, ExperimentShare
 from stream_app.core.suite.statistics import SuiteStatistics, SuiteStatus
@@ -29,7 +29,8 @@ from stream_app.core.suite.window import (
 class SuiteState:
     """One `(suite, tier)`: every experiment's share, the window's clock (the 14 days up to it
     and the day after), and the detectors' statistics kept up to date run by run
-    (`SuiteStatistics`: a cache made again from the shares whenever a removal leaves it stale)."""
+    (`SuiteStatistics`: a cache made again from the shares whenever a removal leaves it stale);
+    its comparison (`core.suite.comparison`), which the report updates with what `moved`."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
         self.shares: dict[str, ExperimentShare] = dict(shares or {})
@@ -42,8 +43,10 @@ class SuiteState:
         """The experiments whose share and day sums this state may change in place (a copy
         shares the others' with the state it was made from)."""
         self._stale = True
-        """The statistics must be made again from the shares (after a removal: once however
-        many experiments a batch retires)."""
+        """The statistics must be made again from the shares (after removals: once a batch)."""
+        self.moved: set[str] = set()
+        """The experiments whose outcomes moved, or that left, since `comparison` saw them."""
+        self.comparison: TierComparison | None = None
 
     def add(self, experiment: str, run: SuiteRun) -> bool:
         """Count one run of `experiment`; False for a repeat. The state after any set of runs is
@@ -53,6 +56,7 @@ class SuiteState:
         share = self._own(experiment)
         if not share.takes(run):
             return False
+        self.moved.add(experiment)
         self.runs += 1
         hour = run.completed_at_us // HOUR_US
         newest = share.newest
@@ -111,6 +115,7 @@ class SuiteState:
             return False
         self._mine.discard(experiment)
         self._stale = True
+        self.moved.add(experiment)
         return True
 
     def _advance(self, top: int) -> None:
@@ -158,17 +163,13 @@ class SuiteState:
         )
         return SuiteStatus(dropped, evidence, len(self.shares), self.runs)
 
-    def to_state(self) -> dict[str, Any]:
-        """JSON-able: every share, by experiment (what the suite table stores, a record each)."""
-        return {name: self.shares[name].to_state() for name in sorted(self.shares)}
-
     def copy(self) -> SuiteState:
         """An independent copy, so that a batch can go back to the state before it."""
         if self._stale:
             return SuiteState({name: share.copy() for name, share in self.shares.items()})
         self._flush()
         out = SuiteState.__new__(SuiteState)
-        out._stale = False
+        out._stale, out.moved, out.comparison = False, set(), None
         out.shares = dict(self.shares)  # shared until changed, with the day sums
         out._mine, self._mine = set(), set()
         out.clock = SuiteClock(self.clock.top, self.clock.leader)
