@@ -71,7 +71,6 @@ from stream_app.core.window import WindowEntry  # noqa: E402
 from stream_app.ports import free_port  # noqa: E402
 from stream_app.processes import stop_process, stop_signals  # noqa: E402
 from stream_app.processes.worker_process import WorkerProcess  # noqa: E402
-from stream_app.producer import produce  # noqa: E402
 from stream_app.service.high_watermarks import fetch_high_watermarks  # noqa: E402
 from stream_app.service.kafka_client import (  # noqa: E402
     client_kwargs,
@@ -80,6 +79,7 @@ from stream_app.service.kafka_client import (  # noqa: E402
 )
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
 from stream_app.service.topology import STATEFUL, changelog_topic  # noqa: E402
+from stream_app.sources.producer import produce  # noqa: E402
 from stream_app.synthetic import synthetic_events, synthetic_lines  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

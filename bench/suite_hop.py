@@ -30,7 +30,7 @@ from bench.run import (  # noqa: E402
     worker_settings,
 )
 from bench.suite_pace import suite_lines  # noqa: E402
-from stream_app.producer import produce  # noqa: E402
+from stream_app.sources.producer import produce  # noqa: E402
 
 
 def measure(broker: Broker, workdir: Path, tasks: int) -> dict[str, float]:

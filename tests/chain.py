@@ -17,7 +17,6 @@ from typing import Any
 
 from stream_app import __version__
 from stream_app.core.keys import tier_key
-from stream_app.producer import experiment_key
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
@@ -26,6 +25,7 @@ from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
 from stream_app.service.topology import Stages, StatefulStage, build_stages, changelog_topic
+from stream_app.sources.producer import experiment_key
 from tests.scenarios import dead_letter_reasons
 
 Hook = Callable[["Chain"], Awaitable[None]]

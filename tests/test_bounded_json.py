@@ -11,8 +11,8 @@ import pytest
 from stream_app import bounded_json
 from stream_app.backtest import SubtestStreaks
 from stream_app.bounded_json import MAX_DEPTH, TooDeep, nesting_depth
-from stream_app.producer import experiment_key
-from stream_app.scylla.run_event import MalformedRun, read_json
+from stream_app.sources.producer import experiment_key
+from stream_app.sources.scylla.run_event import MalformedRun, read_json
 
 pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
 

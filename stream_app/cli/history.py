@@ -52,8 +52,8 @@ def read_history(
     """
     paths = [Path(name) for name in names]
     if len(paths) > 1 or paths[0].is_dir():
-        from stream_app.scylla.directory_replay import replay_directory_runs
-        from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
+        from stream_app.sources.scylla.directory_replay import replay_directory_runs
+        from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
 
         for path in paths:
             if not path.is_dir():

@@ -42,14 +42,14 @@ from stream_app.ports import free_port, port_open
 from stream_app.processes import stop_signals
 from stream_app.processes.orphans import Watchdog, claim, remove_orphaned_dirs
 from stream_app.processes.worker_process import WorkerExited, WorkerProcess, metric_total
-from stream_app.producer import produce
 from stream_app.service import topology
 from stream_app.service.kafka_client import groupless_consumer, wait_for_broker
 from stream_app.service.settings import Settings
+from stream_app.sources.producer import produce
+from stream_app.sources.watcher import Watcher, WatchOptions
 from stream_app.synthetic import scenario, synthetic_lines
 from stream_app.terminal.live_table import LiveState, render
 from stream_app.terminal.records import output_kinds
-from stream_app.watcher import Watcher, WatchOptions
 
 
 class DemoError(UserError):

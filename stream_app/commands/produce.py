@@ -1,5 +1,5 @@
 """`stream-app produce`: publish run-completed events (a file, stdin, or synthetic runs) to the
-input topic (`stream_app.producer`)."""
+input topic (`stream_app.sources.producer`)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class ProduceCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Publish the lines and say how many."""
-        from stream_app import producer
+        from stream_app.sources import producer
         from stream_app.synthetic import scenario, synthetic_lines
 
         settings = options.settings_of(args)

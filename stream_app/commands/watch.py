@@ -1,5 +1,6 @@
 """`stream-app watch DIR...`: publish the finished runs of ProjectScylla experiment directories,
-then new ones as they finish (`stream_app.watcher`), until Ctrl-C or, with `--once`, at once."""
+then new ones as they finish (`stream_app.sources.watcher`), until Ctrl-C or, with `--once`, at
+once."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class WatchCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Publish until stopped (or once)."""
-        from stream_app import watcher
+        from stream_app.sources import watcher
 
         watch_options = options.options_of(watcher.WatchOptions, args, roots=tuple(args.roots))
         settings = options.settings_of(args)

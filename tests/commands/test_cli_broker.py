@@ -47,9 +47,9 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
             return type("Counts", (), {"skipped": 0, "skipped_experiments": 0})()
 
     monkeypatch.setattr("stream_app.commands.worker.run_worker", run_worker)
-    monkeypatch.setattr("stream_app.producer.produce", produce)
+    monkeypatch.setattr("stream_app.sources.producer.produce", produce)
     monkeypatch.setattr("stream_app.commands.demo.run_demo", run_demo)
-    monkeypatch.setattr("stream_app.watcher.Watcher", Watcher)
+    monkeypatch.setattr("stream_app.sources.watcher.Watcher", Watcher)
     return captured
 
 

@@ -26,9 +26,9 @@ from stream_app.brokers.kafka import ApacheKafka, find_kafka
 from stream_app.brokers.tansu import EmbeddedBroker, find_tansu
 from stream_app.core.replay import replay_lines
 from stream_app.processes.worker_process import WorkerExited, WorkerProcess
-from stream_app.producer import produce
 from stream_app.service.kafka_client import client_kwargs, groupless_consumer, topic_partitions
 from stream_app.service.settings import Settings, load_settings
+from stream_app.sources.producer import produce
 
 T = TypeVar("T")
 PARTITIONS = 4

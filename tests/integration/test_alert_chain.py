@@ -22,8 +22,8 @@ from stream_app.observe.config import ObserveConfig
 from stream_app.observe.stack import ObserveStack
 from stream_app.observe.tools import find_tools
 from stream_app.ports import free_port
-from stream_app.producer import produce
 from stream_app.service.settings import Settings
+from stream_app.sources.producer import produce
 from stream_app.synthetic import Drop, synthetic_lines
 from tests.helpers import prometheus_tool
 from tests.integration.harness import (

@@ -16,10 +16,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from stream_app.core.replay import replay_lines
-from stream_app.producer import experiment_key
 from stream_app.service.kafka_client import client_kwargs, ensure_topics
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import Settings
+from stream_app.sources.producer import experiment_key
 from tests.helpers import SAMPLE_FILE, encode, make_event
 from tests.integration import faulty_worker
 from tests.integration.harness import (

@@ -3,7 +3,7 @@ runs keep the order they were sent in and the order-dependent outputs equal `rep
 
 from __future__ import annotations
 
-from stream_app.producer import experiment_key
+from stream_app.sources.producer import experiment_key
 from tests.helpers import encode, make_event
 
 

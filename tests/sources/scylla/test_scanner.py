@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stream_app.scylla.scanner import Scanner, Status
-from stream_app.scylla.watch_state import WatchState, default_state_path
+from stream_app.sources.scylla.scanner import Scanner, Status
+from stream_app.sources.scylla.watch_state import WatchState, default_state_path
 from tests.scylla_dirs import Run, make_experiment, run_dir, write_json, write_run
 
 

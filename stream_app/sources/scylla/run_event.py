@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from schemas.run_completed import RunCompleted
 from schemas.timestamp import format_timestamp
 from stream_app import bounded_json
-from stream_app.scylla.layout import CHECKPOINT_FILE, CONFIG_FILE, RUN_RESULT, RunLocation
+from stream_app.sources.scylla.layout import CHECKPOINT_FILE, CONFIG_FILE, RUN_RESULT, RunLocation
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 """A run's JSON file larger than this is malformed rather than read (agent output can be large,

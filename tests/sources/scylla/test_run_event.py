@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from schemas.run_completed import RunCompleted
-from stream_app.scylla.layout import RunLocation, experiment_dirs, find_runs, locate
-from stream_app.scylla.run_event import Experiment, MalformedRun, read_experiment, run_event
+from stream_app.sources.scylla.layout import RunLocation, experiment_dirs, find_runs, locate
+from stream_app.sources.scylla.run_event import Experiment, MalformedRun, read_experiment, run_event
 from tests.scylla_dirs import Run, make_experiment, run_dir, write_json, write_run
 
 EXPERIMENT = Experiment("test-001", ("claude-haiku-4-5",))
@@ -331,7 +331,7 @@ def test_a_name_that_is_not_utf8_is_malformed(tmp_path: Path) -> None:
 
 
 def test_which_changed_paths_may_matter(tmp_path: Path) -> None:
-    from stream_app.scylla.layout import may_matter
+    from stream_app.sources.scylla.layout import may_matter
 
     root = tmp_path / "results"
     experiment = root / "2026-01-23T17-01-08-exp"

@@ -12,7 +12,7 @@ from pathlib import Path
 from schemas.replay_report import SkippedRun
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
-from stream_app.scylla.scanner import Scanner, Skipped
+from stream_app.sources.scylla.scanner import Scanner, Skipped
 
 
 def printable(text: object) -> str:

@@ -1,7 +1,7 @@
 """The watcher of `stream-app watch DIR...` and the demo's `--watch`: publishes the finished runs
 of ProjectScylla experiment directories, then new ones until stopped (`once`: what is there).
 
-File events only say *where* to look; the scanner (`stream_app.scylla.scanner`) decides what is
+File events only say *where* to look; the scanner (`sources.scylla.scanner`) decides what is
 ready, and rescans catch what events miss. A run is recorded in the state file only after every
 replica acknowledged it: a crash re-sends runs, which the worker drops as duplicates, and loses
 none (docs/operations.md, 'From ProjectScylla')."""
@@ -20,13 +20,13 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from stream_app.errors import UserError
-from stream_app.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs, may_matter
-from stream_app.scylla.run_event import RunEvent
-from stream_app.scylla.scanner import Counts, Scanner
-from stream_app.scylla.watch_state import WatchState, default_state_path
 from stream_app.service import topology
 from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
+from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs, may_matter
+from stream_app.sources.scylla.run_event import RunEvent
+from stream_app.sources.scylla.scanner import Counts, Scanner
+from stream_app.sources.scylla.watch_state import WatchState, default_state_path
 
 PUBLISH_CHUNK: Final = 500
 """Runs sent before their acknowledgements are awaited and recorded."""

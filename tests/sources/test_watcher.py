@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from stream_app.scylla.watch_state import WatchState
 from stream_app.service.settings import load_settings
-from stream_app.watcher import Watcher, WatchOptions
+from stream_app.sources.scylla.watch_state import WatchState
+from stream_app.sources.watcher import Watcher, WatchOptions
 from tests.scylla_dirs import Run, make_experiment, write_run
 
 
@@ -63,7 +63,7 @@ async def test_an_outage_is_waited_out_and_recorded_only_when_acknowledged(
         assert w.state is not None
         assert w.state.run_ids == set()  # nothing recorded while unacknowledged
 
-    monkeypatch.setattr("stream_app.watcher.asyncio.sleep", no_sleep)
+    monkeypatch.setattr("stream_app.sources.watcher.asyncio.sleep", no_sleep)
     producer = Producer(failures=3)
     w.scanner.scan()
     await w._publish(producer)

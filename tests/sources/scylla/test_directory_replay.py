@@ -9,8 +9,8 @@ from pathlib import Path
 from schemas.replay_report import ReplayReport
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import replay_lines
-from stream_app.scylla.directory_replay import replay_directory_runs
-from stream_app.scylla.scanner import Scanner
+from stream_app.sources.scylla.directory_replay import replay_directory_runs
+from stream_app.sources.scylla.scanner import Scanner
 from tests.helpers import SAMPLE_FILE
 from tests.scylla_dirs import Run, make_experiment, write_event_as_run, write_run
 

@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
-from stream_app.scylla.layout import (
+from stream_app.sources.scylla.layout import (
     CONFIG_FILE,
     RUN_RESULT,
     RunLocation,
@@ -23,7 +23,7 @@ from stream_app.scylla.layout import (
     find_runs,
     locate,
 )
-from stream_app.scylla.run_event import (
+from stream_app.sources.scylla.run_event import (
     Experiment,
     MalformedRun,
     RunEvent,
