@@ -34,7 +34,7 @@ def report_ms(tasks: int, last: int) -> tuple[list[float], list[float]]:
     replay = Replay(settings)
     for number, line in enumerate(lines[:-last], start=1):
         replay.feed(line, number)
-    kept_ms, remade_ms = [], []
+    kept_ms, remade_ms = list[float](), list[float]()
     for number, line in enumerate(lines[-last:], start=len(lines) - last + 1):
         replay.feed(line, number)
         replay.flush()

@@ -22,7 +22,7 @@ FLOATS = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinit
 def test_an_exact_sum_is_fsum_of_what_is_left_at_every_step(
     steps: list[tuple[bool, float]],
 ) -> None:
-    total, kept = ExactSum(), []
+    total, kept = ExactSum(), list[float]()
     for take_out, value in steps:
         if take_out and kept:
             total.remove(kept.pop(0))

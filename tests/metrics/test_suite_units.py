@@ -116,7 +116,7 @@ def test_closings_kept_run_by_run_are_those_worked_out_at_once(
 ) -> None:
     """Strata that start, run, restart and go in any order: each one's closing, kept as they
     move, is the first start after its latest run (`closing_times`) at every step."""
-    kept, spans = Closings(), {}
+    kept, spans = Closings(), dict[str, tuple[int, int]]()
     for key, start, length, drop in steps:
         name = f"task{key}"
         if drop and name in spans:

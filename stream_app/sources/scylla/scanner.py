@@ -30,21 +30,9 @@ from stream_app.sources.scylla.run_event import (
     read_experiment,
     run_event,
 )
+from stream_app.sources.skipped import Skipped
 
 _STILL_WRITING: Final = frozenset({"invalid_json", "missing_file"})
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A malformed run (or experiment) directory, reported once."""
-
-    path: Path
-    reason: str
-    detail: str
-
-    def line(self) -> str:
-        """One line for the user."""
-        return f"skipped {self.path}: {self.reason}: {self.detail}"
 
 
 class Status(Enum):

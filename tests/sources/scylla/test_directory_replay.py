@@ -9,7 +9,7 @@ from pathlib import Path
 from schemas.replay_report import ReplayReport
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import replay_lines
-from stream_app.sources.scylla.directory_replay import replay_directory_runs
+from stream_app.sources import directories
 from stream_app.sources.scylla.scanner import Scanner
 from tests.helpers import SAMPLE_FILE
 from tests.scylla_dirs import Run, make_experiment, write_event_as_run, write_run
@@ -19,7 +19,7 @@ SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 
 def replay_directories(roots: list[Path], config: CoreConfig) -> ReplayReport:
     """What `stream-app replay DIR...` reports: the runs replayed, the directories skipped."""
-    replay, skipped = replay_directory_runs(roots, config)
+    replay, skipped = directories.replay_directories(roots, config)
     return replay.report().model_copy(update={"skipped_runs": skipped})
 
 

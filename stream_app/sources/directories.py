@@ -1,0 +1,86 @@
+"""`stream-app replay DIR...` and `backtest DIR...`: directories of runs in one command, with no
+Kafka. Each directory is told apart by its content: ProjectScylla experiments (`scylla`), or
+inspect_ai logs (`inspect_logs`). The runs are mapped exactly as `watch` (or the hook)
+publishes them and folded in window order (completed_at, run_id), so the report equals what a
+worker holds after the same runs were published. Event line numbers count runs in that order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from schemas.replay_report import SkippedRun
+from stream_app.core.config import CoreConfig
+from stream_app.core.replay import Replay
+from stream_app.errors import UserError
+from stream_app.sources.inspect_logs import inspect_events, log_files
+from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
+from stream_app.sources.scylla.scanner import Scanner
+from stream_app.sources.skipped import Skipped
+
+
+def printable(text: object) -> str:
+    """A path as text JSON can carry: bytes that are not UTF-8 (kept by Python as lone
+    surrogates) become U+FFFD."""
+    return str(text).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def scylla_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
+    """Every finished run of the experiment directories (or results folders), in window order,
+    and the runs that made no event."""
+    scanner = Scanner([r.resolve() for r in roots], set(), settle_s=0.0, grace_s=0.0)
+    scanner.scan()
+    events, skipped = scanner.take()
+    skipped += [  # none with no grace; said rather than dropped if ever
+        Skipped(location.path, "still_being_written", "run_result.json is being written")
+        for location in scanner.give_up_waiting()
+    ]
+    return [event.payload for event in events], skipped
+
+
+def directory_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
+    """The runs of every directory, each read by its kind, in window order; raises `UserError`
+    for a directory that holds neither kind."""
+    scylla, inspect = [], []
+    for root in roots:
+        if experiment_dirs([root]):
+            scylla.append(root)
+        elif log_files(root):
+            inspect.append(root)
+        else:
+            raise UserError(
+                f"no ProjectScylla experiment or inspect_ai log in {root} "
+                f"({WHAT_AN_EXPERIMENT_IS}; an inspect_ai log is a .eval or .json file it wrote)"
+            )
+    events, skipped = scylla_events(scylla) if scylla else ([], [])
+    if inspect:
+        more, left = inspect_events(inspect)
+        events, skipped = sorted(events + more, key=_window_order), skipped + left
+    return events, skipped
+
+
+def _window_order(event: bytes) -> tuple[datetime, str]:
+    decoded = json.loads(event)
+    return datetime.fromisoformat(decoded["completed_at"]), decoded["run_id"]
+
+
+def replay_directories(
+    roots: Sequence[Path],
+    config: CoreConfig,
+    retire: bool = False,
+    watch: Callable[[bytes], None] | None = None,
+) -> tuple[Replay, list[SkippedRun]]:
+    """Every finished run of the directories fed in window order, and the runs that made no
+    event: the one path of `replay DIR` and `backtest DIR`."""
+    events, skipped = directory_events(roots)
+    replay = Replay(config, retire)
+    for line, event in enumerate(events, start=1):
+        if watch is not None:
+            watch(event)
+        replay.feed(event, line)
+    return replay, [
+        SkippedRun(path=printable(s.path), reason=s.reason, detail=printable(s.detail))
+        for s in skipped
+    ]

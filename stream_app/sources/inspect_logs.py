@@ -1,0 +1,121 @@
+"""inspect_ai logs (`.eval` and `.json`, as inspect_ai writes them) as `run-completed` events,
+read through inspect_ai's own reader (the `inspect` extra): each finished sample and epoch one
+run (`inspect_run`), in window order, so that `replay LOGDIR` equals a worker fed the same
+samples in any order. A log still being written gives the samples it holds."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from stream_app.errors import UserError
+from stream_app.sources.inspect_run import (
+    EvalHeader,
+    InspectMapping,
+    Refused,
+    SampleResult,
+    run_event,
+)
+from stream_app.sources.skipped import Skipped
+
+INSTALL_HINT: Final = (
+    "reading inspect_ai logs needs the inspect extra: pip install 'evalstream[inspect]'"
+)
+_JSON_HEAD_BYTES: Final = 4096
+
+
+def log_files(root: Path) -> list[Path]:
+    """The inspect_ai logs under `root` (links to directories not followed): every `.eval`
+    file (a zip), and every `.json` file whose head is an inspect_ai log's (a `version`, an
+    `eval` and a `status`), by path."""
+    found = []
+    for folder, _, names in os.walk(root, followlinks=False):
+        for name in names:
+            path = Path(folder, name)
+            is_log = name.endswith(".eval") or (name.endswith(".json") and _looks_like_a_log(path))
+            if is_log and path.is_file():
+                found.append(path)
+    return sorted(found)
+
+
+def _looks_like_a_log(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            head = file.read(_JSON_HEAD_BYTES)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and all(
+        key in head for key in (b'"version"', b'"status"', b'"eval"')
+    )
+
+
+def header_of(spec: Any) -> EvalHeader:
+    """An inspect_ai `EvalSpec` as the mapping reads it."""
+    return EvalHeader(
+        eval_id=spec.eval_id,
+        task=spec.task,
+        task_args=dict(spec.task_args_passed or {}),
+        model=spec.model,
+        metadata=dict(spec.metadata or {}),
+        eval_set_id=spec.eval_set_id,
+    )
+
+
+def sample_of(summary: Any, model: str) -> SampleResult:
+    """An inspect_ai sample summary as the mapping reads it: its scores as numbers, the
+    evaluated model's usage (not the graders'), its times and error."""
+    from inspect_ai.scorer import value_to_float
+
+    to_float = value_to_float()
+    scores = {}
+    for name, score in (summary.scores or {}).items():
+        try:
+            scores[name] = float(to_float(score.value))
+        except Exception as exc:
+            raise Refused("bad_score", f"score {name!r} is not a number ({exc})") from None
+    usage = summary.model_usage.get(model) if summary.model_usage else None
+    error = summary.error
+    return SampleResult(
+        sample_id=summary.id,
+        epoch=summary.epoch,
+        scores=scores,
+        usage=usage.model_dump() if usage is not None else {},
+        started_at=summary.started_at,
+        completed_at=summary.completed_at,
+        error=None if error is None else str(error),
+    )
+
+
+def inspect_events(
+    roots: Sequence[Path], mapping: InspectMapping | None = None
+) -> tuple[list[bytes], list[Skipped]]:
+    """Every finished sample of the logs under `roots` as an event, in window order
+    (completed_at, run_id), and what made none."""
+    try:
+        from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    mapping = mapping or InspectMapping()
+    events: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
+    for path in (p for root in roots for p in log_files(root)):
+        try:
+            header = header_of(read_eval_log(str(path), header_only=True).eval)
+            summaries = read_eval_log_sample_summaries(str(path))
+        except Exception as exc:
+            skipped.append(Skipped(path, "unreadable_log", str(exc) or type(exc).__name__))
+            continue
+        for summary in summaries:
+            if not summary.completed:
+                continue  # still running: a later read has it
+            try:
+                events.append(run_event(header, sample_of(summary, header.model), mapping))
+            except Refused as refused:
+                where = f"sample {summary.id} epoch {summary.epoch}: {refused.detail}"
+                skipped.append(Skipped(path, refused.reason, where))
+    events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))
+    return [json.dumps(e, separators=(",", ":")).encode() for e in events], skipped

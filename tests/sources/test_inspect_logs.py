@@ -1,0 +1,137 @@
+"""inspect_ai logs as runs: the mapping of one sample (tier, experiment, run id, score, error,
+usage), and a real inspect_ai eval's logs replayed, run for run what inspect_ai's own reader
+finds in them (docs/operations.md, 'From inspect_ai')."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stream_app.sources.inspect_run import (
+    MAX_ID_CHARS,
+    EvalHeader,
+    InspectMapping,
+    Refused,
+    SampleResult,
+    run_event,
+)
+from tests.helpers import REPO, require_module
+
+HEADER = EvalHeader("E1", "add", {}, "anthropic/claude-sonnet-4-5", {"tier": "T1"}, None)
+USAGE = {"input_tokens": 100, "output_tokens": 10, "input_tokens_cache_read": 30}
+
+
+def sample(**change: Any) -> SampleResult:
+    fields: dict[str, Any] = {
+        "sample_id": "s1",
+        "epoch": 2,
+        "scores": {"match": 1.0},
+        "usage": USAGE,
+        "started_at": "2026-11-29T10:00:00+00:00",
+        "completed_at": "2026-11-29T10:00:05.5+00:00",
+    }
+    return SampleResult(**(fields | change))
+
+
+def test_a_sample_is_one_run_of_its_task_and_tier() -> None:
+    event = run_event(HEADER, sample(), InspectMapping())
+    assert event["run_id"] == "inspect/E1/s1/2"
+    assert (event["experiment_id"], event["tier"], event["subtest"]) == ("add", "T1", "s1")
+    assert (event["run_number"], event["passed"], event["suite"]) == (2, True, HEADER.model)
+    assert event["tokens"] == {"input": 100, "output": 10, "cache_creation": 0, "cache_read": 30}
+    assert "cost_usd" not in event  # priced from the table
+
+
+def test_no_tier_is_refused_never_guessed() -> None:
+    untiered = EvalHeader("E2", "add", {}, "m", {}, None)
+    with pytest.raises(Refused) as refused:
+        run_event(untiered, sample(), InspectMapping())
+    assert refused.value.reason == "no_tier"
+    assert "--metadata tier=" in refused.value.detail
+    assert run_event(untiered, sample(), InspectMapping(tiers={"m": "T3"}))["tier"] == "T3"
+    with pytest.raises(Refused, match="bad_tier"):
+        run_event(EvalHeader("E3", "add", {}, "m", {"tier": "gold"}), sample(), InspectMapping())
+
+
+def test_the_chosen_scorer_and_threshold_decide_passed() -> None:
+    scored = sample(scores={"match": 0.0, "judge": 0.75})
+    assert run_event(HEADER, scored, InspectMapping())["passed"] is False  # the first scorer
+    judged = run_event(HEADER, scored, InspectMapping(scorer="judge", pass_at=0.7))
+    assert judged["passed"] is True
+    assert judged["judgment"]["summary"]["weighted_score"] == 0.75
+    with pytest.raises(Refused, match="no_score"):
+        run_event(HEADER, scored, InspectMapping(scorer="absent"))
+
+
+def test_an_errored_sample_is_a_failed_run() -> None:
+    errored = run_event(HEADER, sample(scores={}, error="RuntimeError: boom"), InspectMapping())
+    assert errored["passed"] is False
+    assert errored["judgment"]["summary"]["weighted_score"] == 0.0
+
+
+def test_task_arguments_and_long_names_stay_within_the_schema() -> None:
+    header = EvalHeader("E4", "add", {"n": 3, "level": "hard"}, "m", {"tier": "T0"})
+    assert (
+        run_event(header, sample(), InspectMapping())["experiment_id"] == 'add(level="hard", n=3)'
+    )
+    long = run_event(HEADER, sample(sample_id="x" * 500), InspectMapping())
+    assert len(long["run_id"]) == MAX_ID_CHARS
+    other = run_event(HEADER, sample(sample_id="x" * 499 + "y"), InspectMapping())
+    assert other["run_id"] != long["run_id"]  # a digest keeps them apart
+
+
+@pytest.fixture(scope="module")
+def eval_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The logs a real inspect_ai eval wrote (tests/inspect_evals.py), no network."""
+    require_module("inspect_ai", "inspect")
+    logs = tmp_path_factory.mktemp("inspect-logs")
+    subprocess.run(
+        [sys.executable, "-m", "tests.inspect_evals", str(logs)], cwd=REPO, check=True, timeout=120
+    )
+    return logs
+
+
+def inspect_counts(logs: Path) -> Counter[tuple[str, str, str]]:
+    """Runs and passes per (task, tier), as inspect_ai's own reader finds them."""
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for info in list_eval_logs(str(logs)):
+        log = read_eval_log(info.name)
+        tier = (log.eval.metadata or {})["tier"]
+        for s in log.samples or []:
+            counts[log.eval.task, tier, "runs"] += 1
+            scores = s.scores or {}
+            passed = s.error is None and scores and next(iter(scores.values())).value == "C"
+            counts[log.eval.task, tier, "passes"] += bool(passed)
+    return counts
+
+
+def test_replay_of_real_inspect_logs_counts_what_inspect_reads(eval_logs: Path) -> None:
+    assert {p.suffix for p in eval_logs.iterdir()} == {".eval", ".json"}  # both formats
+    done = subprocess.run(
+        [sys.executable, "-m", "stream_app", "replay", str(eval_logs)],
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["rejected"] == []
+    assert report["skipped_runs"] == []
+    ours = Counter[tuple[str, str, str]]()
+    for tier in report["tiers"]:
+        ours[tier["experiment_id"], tier["tier"], "runs"] = tier["cumulative"]["runs"]
+        ours[tier["experiment_id"], tier["tier"], "passes"] = tier["cumulative"]["passes"]
+    assert ours == inspect_counts(eval_logs)
+    assert ours["add_more", "T0", "runs"] == 10  # the errored sample's two epochs count, failed
+    by_tier = {(t["experiment_id"], t["tier"]): t["cost_usd"]["max"] for t in report["tiers"]}
+    assert by_tier["add", "T1"] == 0.0125  # its own cost
+    assert by_tier["add", "T0"] == pytest.approx((120 * 1.0 + 8 * 5.0 + 40 * 0.1) / 1e6)  # table
