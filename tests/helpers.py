@@ -125,6 +125,22 @@ def prometheus_tool(name: str) -> str:
     pytest.skip(message)
 
 
+def require_module(name: str, extra: str) -> None:
+    """Skips the test when the optional package `name` (the extra `extra`) is missing, except in
+    CI, where its absence is a failure."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    if importlib.util.find_spec(name) is not None:
+        return
+    message = f"{name} is not installed: pip install -e '.[{extra}]'"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 CORPUS_DIR = Path(__file__).parent / "corpus"
 CORPUS_MAX_BYTES = 65536
 

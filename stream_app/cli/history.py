@@ -1,5 +1,6 @@
 """The history `replay` and `backtest` read, one way for both: a JSON-lines file, `-` for stdin,
-or ProjectScylla experiment directories, through one `Replay`; what was left out said on stderr."""
+or directories of runs (ProjectScylla experiments, inspect_ai logs), through one `Replay`; what
+was left out said on stderr."""
 
 from __future__ import annotations
 
@@ -52,16 +53,12 @@ def read_history(
     """
     paths = [Path(name) for name in names]
     if len(paths) > 1 or paths[0].is_dir():
-        from stream_app.sources.scylla.directory_replay import replay_directory_runs
-        from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
+        from stream_app.sources.directories import replay_directories
 
         for path in paths:
             if not path.is_dir():
                 raise UserError(f"{path} is not a directory (give one file, or directories)")
-        for path in paths:
-            if not experiment_dirs([path]):
-                raise UserError(f"no ProjectScylla experiment in {path} ({WHAT_AN_EXPERIMENT_IS})")
-        replay, skipped = replay_directory_runs(paths, settings, retire, watch)
+        replay, skipped = replay_directories(paths, settings, retire, watch)
         return replay, skipped, True
     replay = Replay(settings, retire)
     if names[0] == "-":

@@ -92,9 +92,13 @@ def normalize_model_name(model: str) -> str:
 
 def find_price(model: str, table: Mapping[str, ModelPrice]) -> ModelPrice | None:
     """The model's price: exact (case-insensitive) name first, then without a dated snapshot
-    suffix, so `claude-sonnet-4-20250514` is priced as `claude-sonnet-4`."""
+    suffix, so `claude-sonnet-4-20250514` is priced as `claude-sonnet-4`; then the same without
+    a harness's provider prefix, so inspect_ai's `anthropic/claude-sonnet-4-5` is priced too."""
     name = normalize_model_name(model)
-    price = table.get(name)
-    if price is None:
-        price = table.get(_DATE_SUFFIX.sub("", name))
-    return price
+    for candidate in (name, name.rsplit("/", 1)[-1]):
+        price = table.get(candidate)
+        if price is None:
+            price = table.get(_DATE_SUFFIX.sub("", candidate))
+        if price is not None:
+            return price
+    return None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from schemas.common import TIER_PATTERN
+from stream_app.sources.skipped import NoEvent
 
 RUN_ID_PREFIX: Final = "inspect"
 MAX_ID_CHARS: Final = 200
@@ -21,13 +22,8 @@ PASS_AT: Final = 1.0
 """By default a sample passes when its score reads as 1 (CORRECT, True, 1.0)."""
 
 
-class Refused(Exception):
-    """A sample that makes no event: its reason (a short word) and the detail for the user."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+class Refused(NoEvent):
+    """A sample that makes no event."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,19 @@
-"""What a source read but could make no event of: a malformed run directory, an unreadable log,
-a refused sample; reported once, with its reason."""
+"""What a source read but could make no event of (a malformed run directory, an unreadable log,
+a refused sample): raised as `NoEvent`, reported once as `Skipped`, with its reason."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+
+class NoEvent(Exception):
+    """A run that cannot become an event: `reason` is a short code, `detail` one line."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
 
 
 @dataclass(frozen=True)

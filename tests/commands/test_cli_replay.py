@@ -72,7 +72,10 @@ def test_config_file_changes_the_result(tmp_path: Path) -> None:
         (["replay", "-", "--config", "/nonexistent.yaml"], b"does not exist"),
         (["replay", "/", "/nonexistent.jsonl"], b"/nonexistent.jsonl is not a directory"),
         (["watch", "/nonexistent"], b"stream-app watch: error: /nonexistent is not a directory"),
-        (["replay", "/proc/self/fd"], b"no ProjectScylla experiment in /proc/self/fd"),
+        (
+            ["replay", "/proc/self/fd"],
+            b"no ProjectScylla experiment or inspect_ai log in /proc/self/fd",
+        ),
     ],
 )
 def test_user_errors_are_one_line(args: list[str], message: bytes) -> None:

@@ -108,6 +108,16 @@ def test_model_lookup_is_case_insensitive_and_ignores_snapshot_dates() -> None:
     assert find_price("claude-sonnet-9", DEFAULT_PRICING) is None
 
 
+def test_a_harness_provider_prefix_is_looked_past() -> None:
+    """inspect_ai names models `provider/model`; a user's own key with the prefix wins."""
+    sonnet = DEFAULT_PRICING["claude-sonnet-4-5"]
+    assert find_price("anthropic/claude-sonnet-4-5-20250929", DEFAULT_PRICING) == sonnet
+    assert find_price("openrouter/anthropic/claude-sonnet-4-5", DEFAULT_PRICING) == sonnet
+    own = {**DEFAULT_PRICING, "bedrock/claude-sonnet-4-5": ModelPrice(input=1.0, output=2.0)}
+    assert find_price("Bedrock/claude-sonnet-4-5", own) == own["bedrock/claude-sonnet-4-5"]
+    assert find_price("anthropic/claude-sonnet-9", DEFAULT_PRICING) is None
+
+
 def test_composite_weights() -> None:
     assert composite_score(1.0, 0.5) == 0.75
     assert composite_score(1.0, 0.5, CompositeWeights(pass_rate=3, impl_rate=1)) == 0.875

@@ -113,15 +113,15 @@ def inspect_counts(logs: Path) -> Counter[tuple[str, str, str]]:
     return counts
 
 
+def replay(directory: Path) -> subprocess.CompletedProcess[bytes]:
+    """`stream-app replay DIRECTORY`, as a user runs it."""
+    command = [sys.executable, "-m", "stream_app", "replay", str(directory)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, timeout=120, check=False)
+
+
 def test_replay_of_real_inspect_logs_counts_what_inspect_reads(eval_logs: Path) -> None:
     assert {p.suffix for p in eval_logs.iterdir()} == {".eval", ".json"}  # both formats
-    done = subprocess.run(
-        [sys.executable, "-m", "stream_app", "replay", str(eval_logs)],
-        cwd=REPO,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    done = replay(eval_logs)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["rejected"] == []
@@ -135,3 +135,28 @@ def test_replay_of_real_inspect_logs_counts_what_inspect_reads(eval_logs: Path) 
     by_tier = {(t["experiment_id"], t["tier"]): t["cost_usd"]["max"] for t in report["tiers"]}
     assert by_tier["add", "T1"] == 0.0125  # its own cost
     assert by_tier["add", "T0"] == pytest.approx((120 * 1.0 + 8 * 5.0 + 40 * 0.1) / 1e6)  # table
+
+
+def test_a_log_that_cannot_be_read_is_said_and_the_others_replay(
+    eval_logs: Path, tmp_path: Path
+) -> None:
+    mixed = tmp_path / "logs"
+    mixed.mkdir()
+    for log in eval_logs.iterdir():
+        (mixed / log.name).write_bytes(log.read_bytes())
+    (mixed / "2026-11-29T00-00-00-00-00_broken.eval").write_bytes(b"not a zip")
+    (mixed / "notes.json").write_text('{"not": "a log"}')  # not taken for one
+    done = replay(mixed)
+    report = json.loads(done.stdout)
+    assert [s["reason"] for s in report["skipped_runs"]] == ["unreadable_log"]
+    assert "broken.eval" in report["skipped_runs"][0]["path"]
+    assert b"skipped" in done.stderr
+    assert sum(t["cumulative"]["runs"] for t in report["tiers"]) == 36
+
+
+def test_a_directory_of_neither_kind_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.json").write_text('{"not": "a log"}')
+    done = replay(tmp_path)
+    assert done.returncode == 2
+    assert b"no ProjectScylla experiment or inspect_ai log in" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -19,20 +19,15 @@ from schemas.run_completed import RunCompleted
 from schemas.timestamp import format_timestamp
 from stream_app import bounded_json
 from stream_app.sources.scylla.layout import CHECKPOINT_FILE, CONFIG_FILE, RUN_RESULT, RunLocation
+from stream_app.sources.skipped import NoEvent
 
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
 """A run's JSON file larger than this is malformed rather than read (agent output can be large,
 but not this large)."""
 
 
-class MalformedRun(Exception):
-    """A run (or experiment) directory that cannot become an event: `reason` is a short code,
-    `detail` one line."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+class MalformedRun(NoEvent):
+    """A run (or experiment) directory that cannot become an event."""
 
 
 @dataclass(frozen=True)
