@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 import aiokafka
 import faust
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from faust.transport.consumer import ensure_TP
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 from faust.types.transports import TransportT
 from mode.services import WaitArgT, WaitResults
+from typing_extensions import override
 
 from stream_app.service.faust_producer import Producer
 from stream_app.service.high_watermarks import fetch_high_watermarks
@@ -122,8 +124,98 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
         return cast(Mapping[TP, int], committed)
 
 
+class StreamGate:
+    """Which stream partitions a consumer keeps paused after an assignment until their seek.
+
+    Faust resumes the stream partitions before it seeks them to their committed offsets and
+    clears the streams' queues after: records fetched in between ran the fetcher's read offset
+    ahead of what the agents were given, and those it skipped were lost. The gate holds every
+    stream partition resumed between an assignment and the first `resume_flow` after a seek
+    until that `resume_flow`; changelog partitions pass at once. docs/delivery.md, 'After a
+    rebalance'."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        """From an assignment until the stream partitions are let through."""
+        self.held: set[TP] = set()
+        """Stream partitions Faust resumed while the gate was closed."""
+        self.sought = False
+        """Whether a seek to the committed offsets came after the last partition was held."""
+
+    def assigned(self) -> None:
+        """A new assignment: close the gate; nothing is held yet."""
+        self.closed = True
+        self.held = set()
+        self.sought = False
+
+    def hold(self, tps: set[TP], changelogs: set[str]) -> set[TP]:
+        """The partitions of `tps` that may resume now; the stream partitions are held while
+        the gate is closed, and a held partition waits for a seek that comes after it."""
+        if not self.closed:
+            return tps
+        streams = {tp for tp in tps if tp.topic not in changelogs}
+        if streams:
+            self.held |= streams
+            self.sought = False
+        return tps - streams
+
+    def seek_done(self) -> None:
+        """The consumer's positions and read offsets were set to the committed offsets."""
+        if self.closed and self.held:
+            self.sought = True
+
+    def release(self) -> set[TP]:
+        """On `resume_flow`: the held partitions to resume, once a seek came after them (the
+        streams' queues were cleared just before); else nothing, and the gate stays closed."""
+        if not (self.closed and self.sought):
+            return set()
+        held, self.held = self.held, set()
+        self.closed = False
+        self.sought = False
+        return held
+
+
 class Consumer(driver.Consumer):
-    """Faust's aiokafka consumer with evalstream's thread and eager delivery."""
+    """Faust's aiokafka consumer with evalstream's thread, eager delivery, and stream partitions
+    kept paused after a rebalance until they are sought and their queues cleared
+    (`StreamGate`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = StreamGate()
+
+    @override
+    async def on_partitions_assigned(self, assigned: set[TP], generation_id: int = 0) -> None:
+        """Faust's, with the gate closed first."""
+        self.gate.assigned()
+        await super().on_partitions_assigned(assigned, generation_id)
+
+    @override
+    def resume_partitions(self, tps: Iterable[TP]) -> None:
+        """Faust's, but for the stream partitions the gate holds."""
+        changelogs = set(self.app.tables.changelog_topics)
+        super().resume_partitions(self.gate.hold({ensure_TP(tp) for tp in tps}, changelogs))
+
+    @override
+    async def perform_seek(self) -> None:
+        """Faust's seek to the committed offsets, which the held partitions wait for."""
+        await super().perform_seek()
+        self.gate.seek_done()
+
+    @override
+    def resume_flow(self) -> None:
+        """Faust's, resuming first the partitions the gate held, if they were sought since."""
+        held = self.gate.release()
+        if held:
+            super().resume_partitions(held & set(self.assignment()))
+        super().resume_flow()
+
+    @override
+    def on_buffer_drop(self, tp: TP) -> None:
+        """Faust's, which makes a partition active again: not one the gate holds."""
+        super().on_buffer_drop(tp)
+        if tp in self.gate.held:
+            self.pause_partitions({tp})
 
     def _new_consumer_thread(self) -> ConsumerThread:
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)

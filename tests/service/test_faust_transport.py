@@ -41,6 +41,14 @@ FAUST_METHODS: dict[tuple[type, str], str] = {
         "compacting: Optional[bool] = None, deleting: Optional[bool] = None, "
         "ensure_created: bool = False)"
     ),
+    # The stream gate's (faust_transport.StreamGate, tests/service/test_stream_gate.py).
+    (FaustBaseConsumer, "on_partitions_assigned"): (
+        "(self, assigned: Set[faust.types.tuples.TP], generation_id: int = 0)"
+    ),
+    (FaustBaseConsumer, "resume_partitions"): "(self, tps: Iterable[faust.types.tuples.TP])",
+    (FaustBaseConsumer, "perform_seek"): "(self)",
+    (FaustBaseConsumer, "resume_flow"): "(self)",
+    (FaustBaseConsumer, "on_buffer_drop"): "(self, tp: faust.types.tuples.TP)",
     (FaustBaseConsumer, "wait_first"): (
         "(self, *coros: Union[_asyncio.Future, collections.abc.Coroutine[Any, None, Any], "
         "collections.abc.Awaitable, mode.utils.locks.Event], "
