@@ -244,6 +244,11 @@ class Settings(CoreConfig, BaseSettings):
         ".tools).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    spool: Path | None = Field(
+        default=None,
+        description="Where the inspect_ai hook appends the runs it cannot send (JSON lines, for "
+        "`stream-app produce`); default: a file of each eval run in $XDG_STATE_HOME/evalstream.",
+    )
 
     model_config = SettingsConfigDict(
         env_prefix="EVALSTREAM_",

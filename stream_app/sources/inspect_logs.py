@@ -66,8 +66,8 @@ def header_of(spec: Any) -> EvalHeader:
 
 
 def sample_of(summary: Any, model: str) -> SampleResult:
-    """An inspect_ai sample summary as the mapping reads it: its scores as numbers, the
-    evaluated model's usage (not the graders'), its times and error."""
+    """An inspect_ai sample (a log's summary, or the hook's `EvalSample`) as the mapping reads
+    it: its scores as numbers, the evaluated model's usage (not the graders'), times and error."""
     from inspect_ai.scorer import value_to_float
 
     to_float = value_to_float()
@@ -78,7 +78,7 @@ def sample_of(summary: Any, model: str) -> SampleResult:
         except Exception as exc:
             raise Refused("bad_score", f"score {name!r} is not a number ({exc})") from None
     usage = summary.model_usage.get(model) if summary.model_usage else None
-    error = summary.error
+    error = getattr(summary.error, "message", summary.error)  # a log's text, a live EvalError
     return SampleResult(
         sample_id=summary.id,
         epoch=summary.epoch,
