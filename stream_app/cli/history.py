@@ -58,7 +58,7 @@ def read_history(
         for path in paths:
             if not path.is_dir():
                 raise UserError(f"{path} is not a directory (give one file, or directories)")
-        replay, skipped = replay_directories(paths, settings, retire, watch)
+        replay, skipped = replay_directories(paths, settings, retire, watch, settings.tiers)
         return replay, skipped, True
     replay = Replay(settings, retire)
     if names[0] == "-":

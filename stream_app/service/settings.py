@@ -37,6 +37,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from schemas.common import TierName
 from schemas.dead_letter import DEAD_LETTER_PAYLOAD_CAP, dead_letter_max_bytes
 from stream_app.core.config import ONE_MIB, CoreConfig
 from stream_app.core.tier_state import MAX_ROW_BYTES, MAX_STRATA_BYTES
@@ -244,6 +245,11 @@ class Settings(CoreConfig, BaseSettings):
         ".tools).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    tiers: dict[str, TierName] = Field(
+        default_factory=dict,
+        description="Tiers for runs that name none: an inspect_ai eval's model, or a Harbor "
+        "trial's `agent/model`, its agent or its model, to a tier.",
+    )
     spool: Path | None = Field(
         default=None,
         description="Where the inspect_ai hook appends the runs it cannot send (JSON lines, for "

@@ -1,13 +1,14 @@
 """`stream-app replay DIR...` and `backtest DIR...`: directories of runs in one command, with no
-Kafka. Each directory is told apart by its content: ProjectScylla experiments (`scylla`), or
-inspect_ai logs (`inspect_logs`). The runs are mapped exactly as `watch` (or the hook)
-publishes them and folded in window order (completed_at, run_id), so the report equals what a
-worker holds after the same runs were published. Event line numbers count runs in that order."""
+Kafka. Each directory is told apart by its content: ProjectScylla experiments (`scylla`),
+inspect_ai logs (`inspect_logs`), or Harbor jobs (`harbor_jobs`). The runs are mapped exactly as
+`watch` (or the hook) publishes them and folded in window order (completed_at, run_id), so the
+report equals what a worker holds after the same runs were published. Event line numbers count
+runs in that order."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from schemas.replay_report import SkippedRun
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
 from stream_app.errors import UserError
+from stream_app.sources.harbor_jobs import harbor_events, trial_results
 from stream_app.sources.inspect_logs import inspect_events, log_files
+from stream_app.sources.inspect_run import InspectMapping
 from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
 from stream_app.sources.scylla.scanner import Scanner
 from stream_app.sources.skipped import Skipped
@@ -40,23 +43,30 @@ def scylla_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
     return [event.payload for event in events], skipped
 
 
-def directory_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
-    """The runs of every directory, each read by its kind, in window order; raises `UserError`
-    for a directory that holds neither kind."""
-    scylla, inspect = [], []
+def directory_events(
+    roots: Sequence[Path], tiers: Mapping[str, str] | None = None
+) -> tuple[list[bytes], list[Skipped]]:
+    """The runs of every directory, each read by its kind, in window order (`tiers`: the user's
+    tiers for the runs that name none); raises `UserError` for a directory of no kind."""
+    scylla, inspect, harbor = [], [], []
     for root in roots:
         if experiment_dirs([root]):
             scylla.append(root)
         elif log_files(root):
             inspect.append(root)
+        elif trial_results(root):
+            harbor.append(root)
         else:
             raise UserError(
-                f"no ProjectScylla experiment or inspect_ai log in {root} "
-                f"({WHAT_AN_EXPERIMENT_IS}; an inspect_ai log is a .eval or .json file it wrote)"
+                f"no ProjectScylla experiment, inspect_ai log or Harbor trial in {root} "
+                f"({WHAT_AN_EXPERIMENT_IS}; an inspect_ai log is a .eval or .json file it wrote; "
+                "a Harbor trial, a result.json under jobs/)"
             )
     events, skipped = scylla_events(scylla) if scylla else ([], [])
-    if inspect:
-        more, left = inspect_events(inspect)
+    tiers = tiers or {}
+    read = [inspect_events(inspect, InspectMapping(tiers=tiers))] if inspect else []
+    read += [harbor_events(harbor, tiers)] if harbor else []
+    for more, left in read:
         events, skipped = sorted(events + more, key=_window_order), skipped + left
     return events, skipped
 
@@ -71,10 +81,11 @@ def replay_directories(
     config: CoreConfig,
     retire: bool = False,
     watch: Callable[[bytes], None] | None = None,
+    tiers: Mapping[str, str] | None = None,
 ) -> tuple[Replay, list[SkippedRun]]:
     """Every finished run of the directories fed in window order, and the runs that made no
     event: the one path of `replay DIR` and `backtest DIR`."""
-    events, skipped = directory_events(roots)
+    events, skipped = directory_events(roots, tiers)
     replay = Replay(config, retire)
     for line, event in enumerate(events, start=1):
         if watch is not None:

@@ -19,7 +19,7 @@ from typing import Final
 import anyio
 from inspect_ai.hooks import Hooks, RunEnd, SampleEnd, TaskEnd, TaskStart, hooks
 
-from stream_app.service.settings import load_settings
+from stream_app.service.settings import Settings, load_settings
 from stream_app.sources.inspect_logs import header_of, sample_of
 from stream_app.sources.inspect_run import EvalHeader, InspectMapping, Refused, run_event
 from stream_app.sources.run_sender import RunSender
@@ -45,7 +45,7 @@ class EvalstreamHook(Hooks):
     def __init__(self) -> None:
         self.headers: dict[str, EvalHeader] = {}
         self.sender: RunSender | None = None
-        self.mapping = InspectMapping()
+        self.settings: Settings | None = None
         self.refused: dict[str, int] = {}
 
     def enabled(self) -> bool:
@@ -61,8 +61,11 @@ class EvalstreamHook(Hooks):
         header = self.headers.get(data.eval_id)
         if header is None:
             return
+        if self.settings is None:  # read once a process, where the eval runs
+            self.settings = load_settings()
+        mapping = InspectMapping(tiers=self.settings.tiers)
         try:
-            event = run_event(header, sample_of(data.sample, header.model), self.mapping)
+            event = run_event(header, sample_of(data.sample, header.model), mapping)
         except Refused as refused:
             if not self.refused.get(data.eval_id):
                 log.warning(
@@ -71,8 +74,7 @@ class EvalstreamHook(Hooks):
             self.refused[data.eval_id] = self.refused.get(data.eval_id, 0) + 1
             return
         if self.sender is None:
-            settings = load_settings()
-            self.sender = RunSender(settings, spool_path(settings.spool))
+            self.sender = RunSender(self.settings, spool_path(self.settings.spool))
         value = json.dumps(event, separators=(",", ":")).encode()
         order = (datetime.fromisoformat(event["completed_at"]), event["run_id"])
         self.sender.offer(value, event["experiment_id"].encode(), order)

@@ -74,7 +74,7 @@ def test_config_file_changes_the_result(tmp_path: Path) -> None:
         (["watch", "/nonexistent"], b"stream-app watch: error: /nonexistent is not a directory"),
         (
             ["replay", "/proc/self/fd"],
-            b"no ProjectScylla experiment or inspect_ai log in /proc/self/fd",
+            b"no ProjectScylla experiment, inspect_ai log or Harbor trial in /proc/self/fd",
         ),
     ],
 )

@@ -158,5 +158,5 @@ def test_a_directory_of_neither_kind_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "notes.json").write_text('{"not": "a log"}')
     done = replay(tmp_path)
     assert done.returncode == 2
-    assert b"no ProjectScylla experiment or inspect_ai log in" in done.stderr
+    assert b"no ProjectScylla experiment, inspect_ai log or Harbor trial in" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

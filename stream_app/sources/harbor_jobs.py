@@ -1,0 +1,57 @@
+"""Harbor jobs as `run-completed` events: every trial's `result.json` under a directory (Harbor
+writes `jobs/<job>/<trial>/result.json` when the trial ends), each one run (`harbor_trial`), in
+window order. Read from the JSON alone, with no Harbor import."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from stream_app.sources.harbor_trial import is_trial, run_event
+from stream_app.sources.skipped import NoEvent, Skipped
+
+RESULT: Final = "result.json"
+MAX_RESULT_BYTES: Final = 16 * 1024 * 1024
+"""A larger result.json is skipped, not read (a trial's is a few kilobytes)."""
+
+
+def trial_results(root: Path) -> list[Path]:
+    """Every `result.json` under `root` that is a Harbor trial's (links not followed)."""
+    found = []
+    for folder, _, names in os.walk(root, followlinks=False):
+        if RESULT in names:
+            path = Path(folder, RESULT)
+            if is_trial(_read(path)):
+                found.append(path)
+    return sorted(found)
+
+
+def _read(path: Path) -> Any:
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def harbor_events(
+    roots: Sequence[Path], tiers: Mapping[str, str]
+) -> tuple[list[bytes], list[Skipped]]:
+    """Every trial under `roots` as an event, in window order (completed_at, run_id), and the
+    trials that made none."""
+    events: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
+    for path in (p for root in roots for p in trial_results(root)):
+        try:
+            events.append(run_event(_read(path), tiers))
+        except NoEvent as refused:
+            skipped.append(Skipped(path.parent, refused.reason, refused.detail))
+        except (KeyError, TypeError, ValueError) as exc:
+            skipped.append(Skipped(path.parent, "malformed", f"{type(exc).__name__}: {exc}"))
+    events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))
+    return [json.dumps(e, separators=(",", ":")).encode() for e in events], skipped
