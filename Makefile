@@ -23,10 +23,10 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	@# --no-compile: half of pip's time is byte-compiling every module installed; Python
 	@# compiles those it imports, once, on first use.
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,embedded,inspect]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,embedded,inspect,prices]'
 	@touch $@
 
-install: $(STAMP) ## create .venv and install evalstream with its dev, embedded and inspect extras
+install: $(STAMP) ## create .venv and install evalstream with its dev, embedded, inspect and prices extras
 
 demo: $(STAMP) ## the main job: live demo on the embedded broker (Ctrl-C stops)
 	$(BIN)/stream-app demo $(DEMO_ARGS)
@@ -64,7 +64,7 @@ test-pythons: $(STAMP) ## the unit and property tests (all of them) on every oth
 
 bench: $(STAMP) ## the benchmark on Apache Kafka (minutes; BENCH_ARGS="--broker tansu" for Tansu; writes BENCHMARKS.md)
 	@scripts/install-kafka.sh >/dev/null
-	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,inspect,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,inspect,prices,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 simulate: $(STAMP) ## the seeded simulations at full size, then the drop page's and the intervals' (docs/statistics-measured.md; SIMULATE_ARGS=--quick)

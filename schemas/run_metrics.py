@@ -24,7 +24,10 @@ class RunMetrics(BaseModel):
     pass_rate: float
     impl_rate: float
     cost_usd: float
-    cost_source: Literal["event", "pricing"]
+    cost_source: Literal["event", "pricing", "catalog"] = Field(
+        description="What priced the run: its own cost_usd, the price table, or genai-prices' "
+        "catalog (the `prices` extra)."
+    )
     duration_seconds: float
     cost_of_pass: ExtendedFloat
     composite_score: float

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Final, Self
+from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -12,6 +12,7 @@ from schemas.run_completed import RunCompleted
 from schemas.run_metrics import RunMetrics
 from stream_app.code_quality.code_bleu import calculate_code_bleu
 from stream_app.code_quality.test_pass_rate import calculate_test_pass_rate
+from stream_app.metrics.catalog_prices import catalog_price
 from stream_app.metrics.grades import DEFAULT_THRESHOLDS, GradeThresholds, assign_letter_grade
 from stream_app.metrics.pricing import ModelPrice, find_price
 
@@ -35,11 +36,12 @@ DEFAULT_WEIGHTS: Final = CompositeWeights()
 
 
 class UnknownModelError(LookupError):
-    """The event has no `cost_usd` and its model is not in the pricing table."""
+    """The event has no `cost_usd`, and neither the pricing table nor the catalog has its model."""
 
     def __init__(self, model: str) -> None:
         super().__init__(
-            f"model {model!r} is not in the pricing table and the event has no cost_usd"
+            f"model {model!r} is not in the pricing table or genai-prices' catalog, and the event "
+            "has no cost_usd"
         )
         self.model = model
 
@@ -64,14 +66,21 @@ def composite_score(
     return (pass_rate_value * weights.pass_rate + impl_rate * weights.impl_rate) / total
 
 
-def run_cost_usd(run: RunCompleted, pricing: Mapping[str, ModelPrice]) -> tuple[float, bool]:
-    """The run's cost and whether it came from the event (True) or the price table (False)."""
+CostSource = Literal["event", "pricing", "catalog"]
+
+
+def run_cost_usd(run: RunCompleted, pricing: Mapping[str, ModelPrice]) -> tuple[float, CostSource]:
+    """The run's cost and what priced it: the event's own cost, else the price table, else
+    genai-prices' catalog at the run's completion (`catalog_prices`)."""
     if run.cost_usd is not None:
-        return run.cost_usd, True
+        return run.cost_usd, "event"
     price = find_price(run.model, pricing)
+    if price is not None:
+        return price.cost_usd(run.tokens), "pricing"
+    price = catalog_price(run.model, run.completed_at)
     if price is None:
         raise UnknownModelError(run.model)
-    return price.cost_usd(run.tokens), False
+    return price.cost_usd(run.tokens), "catalog"
 
 
 def compute_run_metrics(
@@ -83,7 +92,7 @@ def compute_run_metrics(
 ) -> RunMetrics:
     """Every per-run metric; raises UnknownModelError when the run cannot be priced. CodeBLEU and
     the test pass rate when the run carries `code` and `tests`."""
-    cost, from_event = run_cost_usd(run, pricing)
+    cost, source = run_cost_usd(run, pricing)
     rate = pass_rate(run.passed)
     impl = run.judgment.summary.weighted_score
     composite = composite_score(rate, impl, weights)
@@ -98,7 +107,7 @@ def compute_run_metrics(
         pass_rate=rate,
         impl_rate=impl,
         cost_usd=cost,
-        cost_source="event" if from_event else "pricing",
+        cost_source=source,
         duration_seconds=(run.completed_at - run.started_at).total_seconds(),
         cost_of_pass=cost_of_pass(cost, rate),
         composite_score=composite,

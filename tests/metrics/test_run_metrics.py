@@ -13,7 +13,7 @@ from stream_app.metrics.run_metrics import (
     compute_run_metrics,
     cost_of_pass,
 )
-from tests.helpers import SAMPLE_FILE, make_event
+from tests.helpers import SAMPLE_FILE, make_event, require_module
 
 
 def run(**overrides: object) -> RunCompleted:
@@ -106,6 +106,23 @@ def test_model_lookup_is_case_insensitive_and_ignores_snapshot_dates() -> None:
         == DEFAULT_PRICING["claude-sonnet-4"]
     )
     assert find_price("claude-sonnet-9", DEFAULT_PRICING) is None
+
+
+def test_a_model_the_table_lacks_is_priced_at_the_catalogs_base_rates() -> None:
+    """genai-prices' tiers are per request: a run's 1M input tokens are many requests, each
+    under the 128K tier, so the base rate applies (genai-prices' own sum would double it)."""
+    require_module("genai_prices", "prices")
+    from genai_prices import Usage, calc_price
+
+    one_m = {"input": 1_000_000, "output": 0}
+    event = run(cost_usd=None, model="google/gemini-1.5-pro", tokens=one_m)
+    m = compute_run_metrics(event, DEFAULT_PRICING)
+    assert m.cost_source == "catalog"
+    assert m.cost_usd == pytest.approx(1.25)
+    whole = calc_price(Usage(input_tokens=1_000_000), "gemini-1.5-pro").total_price
+    assert float(whole) == pytest.approx(2.5)  # its tier, applied to the run's total
+    with pytest.raises(UnknownModelError, match="genai-prices"):
+        compute_run_metrics(run(cost_usd=None, model="acme/nonesuch-7"), DEFAULT_PRICING)
 
 
 def test_a_harness_provider_prefix_is_looked_past() -> None:
