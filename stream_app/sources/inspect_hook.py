@@ -3,7 +3,7 @@ the eval runs, the same event `replay LOGDIR` makes of its log (`inspect_run`). 
 the `inspect_ai` entry point (`pip install 'evalstream[inspect]'`) and active when
 `EVALSTREAM_BROKER_URL` is set in the eval's environment, with the worker's own settings
 (security, input topic). It never slows or fails an eval (`run_sender`): what cannot reach the
-broker goes to a spool file, and the eval's log says how many runs went where."""
+broker goes to a spool file, and at the run's end it says on stderr how many runs went where."""
 
 from __future__ import annotations
 
