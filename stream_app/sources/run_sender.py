@@ -163,13 +163,15 @@ class RunSender:
                 closing = True
         with self.holding:
             if closing:
-                ripe, self.held = sorted(self.held), []
-                return ripe, True
+                everything, self.held = sorted(self.held), []
+                return everything, True
             now = time.monotonic()
             due = [item[0] for item in self.held if now - item[1] >= self.hold_s]
-            ripe = []
-            while due and self.held and self.held[0][0] <= max(due):
-                ripe.append(heapq.heappop(self.held))
+            ripe: list[Item] = []
+            if due:
+                last = max(due)
+                while self.held and self.held[0][0] <= last:
+                    ripe.append(heapq.heappop(self.held))
             return ripe, False
 
     async def _send(self, producer: AIOKafkaProducer, batch: list[Item]) -> bool:
