@@ -1,6 +1,6 @@
-"""`stream-app watch DIR...`: publish the finished runs of ProjectScylla experiment directories,
-then new ones as they finish (`stream_app.sources.watcher`), until Ctrl-C or, with `--once`, at
-once."""
+"""`stream-app watch DIR...`: publish the finished runs of ProjectScylla experiments, inspect_ai
+logs and Harbor jobs, then new ones as they finish (`stream_app.sources.watcher`), until Ctrl-C
+or, with `--once`, at once."""
 
 from __future__ import annotations
 
@@ -18,15 +18,19 @@ class WatchCommand(Command):
 
     name = "watch"
     description = (
-        "Publish every finished run (run_result.json) of the experiment directories, or of "
-        "the experiments in a results folder, as a run-completed event; keep watching for "
+        "Publish every finished run of the directories (ProjectScylla experiments or results "
+        "folders, inspect_ai logs, Harbor jobs) as a run-completed event; keep watching for "
         "new runs until Ctrl-C. A state file keeps a restart from sending runs again."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The directories, how to watch them, `--broker` and `--config`."""
         parser.add_argument(
-            "roots", nargs="+", type=Path, metavar="DIR", help="experiment or results directories"
+            "roots",
+            nargs="+",
+            type=Path,
+            metavar="DIR",
+            help="ProjectScylla experiment or results, inspect_ai log, or Harbor jobs directories",
         )
         parser.add_argument("--once", action="store_true", help="publish what is there, then exit")
         parser.add_argument(

@@ -39,6 +39,18 @@ def _read(path: Path) -> Any:
         return None
 
 
+def trial_events(
+    path: Path, tiers: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """One trial's `result.json` as its event, or what made none."""
+    try:
+        return [run_event(_read(path), tiers)], []
+    except NoEvent as refused:
+        return [], [Skipped(path.parent, refused.reason, refused.detail)]
+    except (KeyError, TypeError, ValueError) as exc:
+        return [], [Skipped(path.parent, "malformed", f"{type(exc).__name__}: {exc}")]
+
+
 def harbor_events(
     roots: Sequence[Path], tiers: Mapping[str, str]
 ) -> tuple[list[bytes], list[Skipped]]:
@@ -47,11 +59,8 @@ def harbor_events(
     events: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
     for path in (p for root in roots for p in trial_results(root)):
-        try:
-            events.append(run_event(_read(path), tiers))
-        except NoEvent as refused:
-            skipped.append(Skipped(path.parent, refused.reason, refused.detail))
-        except (KeyError, TypeError, ValueError) as exc:
-            skipped.append(Skipped(path.parent, "malformed", f"{type(exc).__name__}: {exc}"))
+        more, left = trial_events(path, tiers)
+        events += more
+        skipped += left
     events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))
     return [json.dumps(e, separators=(",", ":")).encode() for e in events], skipped

@@ -90,32 +90,42 @@ def sample_of(summary: Any, model: str) -> SampleResult:
     )
 
 
+def log_events(path: Path, mapping: InspectMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """The finished samples of one log as events (a sample still running is left for a later
+    read), and what made none."""
+    try:
+        from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+    try:
+        header = header_of(read_eval_log(str(path), header_only=True).eval)
+        summaries = read_eval_log_sample_summaries(str(path))
+    except Exception as exc:
+        return [], [Skipped(path, "unreadable_log", str(exc) or type(exc).__name__)]
+    events: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
+    for summary in summaries:
+        if not summary.completed:
+            continue
+        try:
+            events.append(run_event(header, sample_of(summary, header.model), mapping))
+        except Refused as refused:
+            where = f"sample {summary.id} epoch {summary.epoch}: {refused.detail}"
+            skipped.append(Skipped(path, refused.reason, where))
+    return events, skipped
+
+
 def inspect_events(
     roots: Sequence[Path], mapping: InspectMapping | None = None
 ) -> tuple[list[bytes], list[Skipped]]:
     """Every finished sample of the logs under `roots` as an event, in window order
     (completed_at, run_id), and what made none."""
-    try:
-        from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
     mapping = mapping or InspectMapping()
     events: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
     for path in (p for root in roots for p in log_files(root)):
-        try:
-            header = header_of(read_eval_log(str(path), header_only=True).eval)
-            summaries = read_eval_log_sample_summaries(str(path))
-        except Exception as exc:
-            skipped.append(Skipped(path, "unreadable_log", str(exc) or type(exc).__name__))
-            continue
-        for summary in summaries:
-            if not summary.completed:
-                continue  # still running: a later read has it
-            try:
-                events.append(run_event(header, sample_of(summary, header.model), mapping))
-            except Refused as refused:
-                where = f"sample {summary.id} epoch {summary.epoch}: {refused.detail}"
-                skipped.append(Skipped(path, refused.reason, where))
+        more, left = log_events(path, mapping)
+        events += more
+        skipped += left
     events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))
     return [json.dumps(e, separators=(",", ":")).encode() for e in events], skipped

@@ -1,5 +1,6 @@
 """The watcher of `stream-app watch DIR...` and the demo's `--watch`: publishes the finished runs
-of ProjectScylla experiment directories, then new ones until stopped (`once`: what is there).
+of ProjectScylla experiment directories, inspect_ai logs and Harbor jobs (`run_files`), then new
+ones until stopped (`once`: what is there).
 
 File events only say *where* to look; the scanner (`sources.scylla.scanner`) decides what is
 ready, and rescans catch what events miss. A run is recorded in the state file only after every
@@ -23,6 +24,7 @@ from stream_app.errors import UserError
 from stream_app.service import topology
 from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
+from stream_app.sources.run_files import RunFiles, Scanners, holds_run_files
 from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs, may_matter
 from stream_app.sources.scylla.run_event import RunEvent
 from stream_app.sources.scylla.scanner import Counts, Scanner
@@ -34,6 +36,8 @@ RETRY_MAX_S: Final = 30.0
 ONCE_ATTEMPTS: Final = 5
 """`--once` gives up on an unreachable broker after this many tries (about 15 s)."""
 STOP_GRACE_S: Final = 5.0
+RUN_FILE_SUFFIXES: Final = (".eval", ".json")
+"""inspect_ai logs and Harbor's `result.json`: a change to one wakes the watcher."""
 
 
 class WatchError(UserError):
@@ -87,12 +91,9 @@ class Watcher:
             settings.broker_url, settings.topics.input
         )
         self.state: WatchState | None = None
-        self.scanner = Scanner(
-            [r.resolve() for r in options.roots],
-            set(),
-            settle_s=options.settle_s,
-            grace_s=options.grace_s,
-        )
+        roots = [r.resolve() for r in options.roots]
+        scylla = Scanner(roots, set(), settle_s=options.settle_s, grace_s=options.grace_s)
+        self.scanner = Scanners(scylla, RunFiles(roots, settings.tiers))
         self._changes: set[Path] = set()
         self._wake = asyncio.Event()
         self._poll_s = options.poll_s
@@ -163,9 +164,12 @@ class Watcher:
                 await asyncio.wait_for(producer.stop(), STOP_GRACE_S)
 
     def _check_experiments(self) -> None:
-        if not experiment_dirs(self.scanner.roots):
+        if not experiment_dirs(self.scanner.roots) and not holds_run_files(self.scanner.roots):
             roots = ", ".join(str(r) for r in self.options.roots)
-            self._say(f"no experiment in {roots} yet ({WHAT_AN_EXPERIMENT_IS})")
+            self._say(
+                f"no experiment, inspect_ai log or Harbor trial in {roots} yet "
+                f"({WHAT_AN_EXPERIMENT_IS})"
+            )
 
     async def _once(self, producer: AIOKafkaProducer, stop: asyncio.Event) -> None:
         self.scanner.scan()
@@ -226,7 +230,9 @@ class Watcher:
             roots = set(self.scanner.roots)
             async for batch in awatch(
                 *self.scanner.roots,
-                watch_filter=lambda _change, path: may_matter(Path(path), roots),
+                watch_filter=lambda _change, path: (
+                    path.endswith(RUN_FILE_SUFFIXES) or may_matter(Path(path), roots)
+                ),
                 debounce=200,
                 step=50,
                 stop_event=stop,
