@@ -54,11 +54,13 @@ def read_history(
     paths = [Path(name) for name in names]
     if len(paths) > 1 or paths[0].is_dir():
         from stream_app.sources.directories import replay_directories
+        from stream_app.sources.run_mapping import RunMapping
 
         for path in paths:
             if not path.is_dir():
                 raise UserError(f"{path} is not a directory (give one file, or directories)")
-        replay, skipped = replay_directories(paths, settings, retire, watch, settings.tiers)
+        mapping = RunMapping.of(settings)
+        replay, skipped = replay_directories(paths, settings, retire, watch, mapping)
         return replay, skipped, True
     replay = Replay(settings, retire)
     if names[0] == "-":

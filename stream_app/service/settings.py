@@ -250,6 +250,18 @@ class Settings(CoreConfig, BaseSettings):
         description="Tiers for runs that name none: an inspect_ai eval's model, or a Harbor "
         "trial's `agent/model`, its agent or its model, to a tier.",
     )
+    inspect_scorer: str | None = Field(
+        default=None,
+        description="The inspect_ai scorer whose score decides `passed` (default: a sample's "
+        "first).",
+    )
+    pass_score: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="The score at which an inspect_ai sample (as a number: CORRECT is 1) or a "
+        "Harbor trial's reward passes.",
+    )
     spool: Path | None = Field(
         default=None,
         description="Where the inspect_ai hook appends the runs it cannot send (JSON lines, for "

@@ -8,7 +8,7 @@ runs in that order."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from stream_app.core.replay import Replay
 from stream_app.errors import UserError
 from stream_app.sources.harbor_jobs import harbor_events, trial_results
 from stream_app.sources.inspect_logs import inspect_events, log_files
-from stream_app.sources.inspect_run import InspectMapping
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
 from stream_app.sources.scylla.scanner import Scanner
 from stream_app.sources.skipped import Skipped
@@ -44,10 +44,10 @@ def scylla_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
 
 
 def directory_events(
-    roots: Sequence[Path], tiers: Mapping[str, str] | None = None
+    roots: Sequence[Path], mapping: RunMapping | None = None
 ) -> tuple[list[bytes], list[Skipped]]:
-    """The runs of every directory, each read by its kind, in window order (`tiers`: the user's
-    tiers for the runs that name none); raises `UserError` for a directory of no kind."""
+    """The runs of every directory, each read by its kind, in window order (`mapping`: the
+    user's choices for harnesses' runs); raises `UserError` for a directory of no kind."""
     scylla, inspect, harbor = [], [], []
     for root in roots:
         if experiment_dirs([root]):
@@ -63,9 +63,9 @@ def directory_events(
                 "a Harbor trial, a result.json under jobs/)"
             )
     events, skipped = scylla_events(scylla) if scylla else ([], [])
-    tiers = tiers or {}
-    read = [inspect_events(inspect, InspectMapping(tiers=tiers))] if inspect else []
-    read += [harbor_events(harbor, tiers)] if harbor else []
+    mapping = mapping or RunMapping()
+    read = [inspect_events(inspect, mapping)] if inspect else []
+    read += [harbor_events(harbor, mapping)] if harbor else []
     for more, left in read:
         events, skipped = sorted(events + more, key=_window_order), skipped + left
     return events, skipped
@@ -81,11 +81,11 @@ def replay_directories(
     config: CoreConfig,
     retire: bool = False,
     watch: Callable[[bytes], None] | None = None,
-    tiers: Mapping[str, str] | None = None,
+    mapping: RunMapping | None = None,
 ) -> tuple[Replay, list[SkippedRun]]:
     """Every finished run of the directories fed in window order, and the runs that made no
     event: the one path of `replay DIR` and `backtest DIR`."""
-    events, skipped = directory_events(roots, tiers)
+    events, skipped = directory_events(roots, mapping)
     replay = Replay(config, retire)
     for line, event in enumerate(events, start=1):
         if watch is not None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from stream_app.sources.harbor_trial import is_trial, run_event
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.skipped import NoEvent, Skipped
 
 RESULT: Final = "result.json"
@@ -39,27 +40,23 @@ def _read(path: Path) -> Any:
         return None
 
 
-def trial_events(
-    path: Path, tiers: Mapping[str, str]
-) -> tuple[list[dict[str, Any]], list[Skipped]]:
+def trial_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """One trial's `result.json` as its event, or what made none."""
     try:
-        return [run_event(_read(path), tiers)], []
+        return [run_event(_read(path), mapping)], []
     except NoEvent as refused:
         return [], [Skipped(path.parent, refused.reason, refused.detail)]
     except (KeyError, TypeError, ValueError) as exc:
         return [], [Skipped(path.parent, "malformed", f"{type(exc).__name__}: {exc}")]
 
 
-def harbor_events(
-    roots: Sequence[Path], tiers: Mapping[str, str]
-) -> tuple[list[bytes], list[Skipped]]:
+def harbor_events(roots: Sequence[Path], mapping: RunMapping) -> tuple[list[bytes], list[Skipped]]:
     """Every trial under `roots` as an event, in window order (completed_at, run_id), and the
     trials that made none."""
     events: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
     for path in (p for root in roots for p in trial_results(root)):
-        more, left = trial_events(path, tiers)
+        more, left = trial_events(path, mapping)
         events += more
         skipped += left
     events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))

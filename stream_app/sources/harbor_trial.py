@@ -12,7 +12,8 @@ from typing import Any, Final
 
 from schemas.common import TIER_PATTERN
 from schemas.timestamp import format_timestamp
-from stream_app.sources.inspect_run import PASS_AT, bounded
+from stream_app.sources.inspect_run import bounded
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.skipped import NoEvent
 
 REWARD_KEY: Final = "reward"
@@ -82,7 +83,7 @@ def timestamp(value: Any, what: str) -> str:
     return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
 
-def run_event(result: Mapping[str, Any], tiers: Mapping[str, str]) -> dict[str, Any]:
+def run_event(result: Mapping[str, Any], mapping: RunMapping) -> dict[str, Any]:
     """The trial's `run-completed` event (a dict of JSON values); raises `Refused`."""
     agent, model = agent_and_model(result)
     reward = reward_of(result)
@@ -93,10 +94,10 @@ def run_event(result: Mapping[str, Any], tiers: Mapping[str, str]) -> dict[str, 
         "schema_version": 1,
         "run_id": bounded(f"harbor/{result.get('id') or result['trial_name']}"),
         "experiment_id": bounded(str(result["task_name"])),
-        "tier": tier_of(agent, model, tiers),
+        "tier": tier_of(agent, model, mapping.tiers),
         "model": bounded(model),
         "suite": bounded(f"{agent}/{model}"),
-        "passed": not errored and reward is not None and reward >= PASS_AT,
+        "passed": not errored and reward is not None and reward >= mapping.pass_at,
         "judgment": {
             "summary": {"weighted_score": 0.0 if reward is None else min(1.0, max(0.0, reward))}
         },

@@ -21,7 +21,8 @@ from inspect_ai.hooks import Hooks, RunEnd, SampleEnd, TaskEnd, TaskStart, hooks
 
 from stream_app.service.settings import Settings, load_settings
 from stream_app.sources.inspect_logs import header_of, sample_of
-from stream_app.sources.inspect_run import EvalHeader, InspectMapping, Refused, run_event
+from stream_app.sources.inspect_run import EvalHeader, Refused, run_event
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.run_sender import RunSender
 
 log = logging.getLogger("evalstream")
@@ -63,7 +64,7 @@ class EvalstreamHook(Hooks):
             return
         if self.settings is None:  # read once a process, where the eval runs
             self.settings = load_settings()
-        mapping = InspectMapping(tiers=self.settings.tiers)
+        mapping = RunMapping.of(self.settings)
         try:
             event = run_event(header, sample_of(data.sample, header.model), mapping)
         except Refused as refused:

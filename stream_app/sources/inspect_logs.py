@@ -15,11 +15,11 @@ from typing import Any, Final
 from stream_app.errors import UserError
 from stream_app.sources.inspect_run import (
     EvalHeader,
-    InspectMapping,
     Refused,
     SampleResult,
     run_event,
 )
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.skipped import Skipped
 
 INSTALL_HINT: Final = (
@@ -90,7 +90,7 @@ def sample_of(summary: Any, model: str) -> SampleResult:
     )
 
 
-def log_events(path: Path, mapping: InspectMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
+def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """The finished samples of one log as events (a sample still running is left for a later
     read), and what made none."""
     try:
@@ -116,11 +116,11 @@ def log_events(path: Path, mapping: InspectMapping) -> tuple[list[dict[str, Any]
 
 
 def inspect_events(
-    roots: Sequence[Path], mapping: InspectMapping | None = None
+    roots: Sequence[Path], mapping: RunMapping | None = None
 ) -> tuple[list[bytes], list[Skipped]]:
     """Every finished sample of the logs under `roots` as an event, in window order
     (completed_at, run_id), and what made none."""
-    mapping = mapping or InspectMapping()
+    mapping = mapping or RunMapping()
     events: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
     for path in (p for root in roots for p in log_files(root)):

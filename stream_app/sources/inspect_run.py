@@ -9,31 +9,20 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from schemas.common import TIER_PATTERN
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.skipped import NoEvent
 
 RUN_ID_PREFIX: Final = "inspect"
 MAX_ID_CHARS: Final = 200
 """The schema's bound on `run_id` and `experiment_id`: longer names keep a digest instead."""
-PASS_AT: Final = 1.0
-"""By default a sample passes when its score reads as 1 (CORRECT, True, 1.0)."""
 
 
 class Refused(NoEvent):
     """A sample that makes no event."""
-
-
-@dataclass(frozen=True)
-class InspectMapping:
-    """What a user may choose: the scorer that decides `passed` (None: the sample's first), the
-    score at which a sample passes, and tiers by model when an eval carries no `tier`."""
-
-    scorer: str | None = None
-    pass_at: float = PASS_AT
-    tiers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,7 +51,7 @@ class SampleResult:
     error: str | None = None
 
 
-def tier_of(header: EvalHeader, mapping: InspectMapping) -> str:
+def tier_of(header: EvalHeader, mapping: RunMapping) -> str:
     """The eval's tier: its metadata's `tier`, else the user's tier for its model."""
     tier = header.metadata.get("tier") if header.metadata else None
     if tier is None:
@@ -101,7 +90,7 @@ def bounded(name: str) -> str:
     return f"{name[: MAX_ID_CHARS - 17]}~{digest}"
 
 
-def score_of(sample: SampleResult, mapping: InspectMapping) -> float | None:
+def score_of(sample: SampleResult, mapping: RunMapping) -> float | None:
     """The chosen scorer's value (None: the sample errored before any score)."""
     if not sample.scores:
         if sample.error is not None:
@@ -113,7 +102,7 @@ def score_of(sample: SampleResult, mapping: InspectMapping) -> float | None:
     return sample.scores[name]
 
 
-def run_event(header: EvalHeader, sample: SampleResult, mapping: InspectMapping) -> dict[str, Any]:
+def run_event(header: EvalHeader, sample: SampleResult, mapping: RunMapping) -> dict[str, Any]:
     """The sample's `run-completed` event (a dict of JSON values); raises `Refused`."""
     if sample.started_at is None or sample.completed_at is None:
         raise Refused("no_times", f"sample {sample.sample_id} epoch {sample.epoch} has no times")

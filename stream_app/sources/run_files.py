@@ -8,14 +8,14 @@ makes no event of is said once. The same interface as the ProjectScylla `Scanner
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from stream_app.sources.harbor_jobs import trial_events, trial_results
 from stream_app.sources.inspect_logs import log_events, log_files
-from stream_app.sources.inspect_run import InspectMapping
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.scylla.run_event import RunEvent
 from stream_app.sources.scylla.scanner import Counts
 from stream_app.sources.skipped import Skipped
@@ -31,12 +31,11 @@ def holds_run_files(roots: Iterable[Path]) -> bool:
 class RunFiles:
     """Runs read from inspect_ai logs and Harbor trials under `roots`."""
 
-    def __init__(self, roots: list[Path], tiers: Mapping[str, str]) -> None:
+    def __init__(self, roots: list[Path], mapping: RunMapping) -> None:
         self.roots = roots
-        mapping = InspectMapping(tiers=tiers)
         self._readers: list[tuple[Callable[[Path], list[Path]], Read]] = [
             (log_files, lambda path: log_events(path, mapping)),
-            (trial_results, lambda path: trial_events(path, tiers)),
+            (trial_results, lambda path: trial_events(path, mapping)),
         ]
         self.published: set[str] = set()
         self._before: set[str] = set()

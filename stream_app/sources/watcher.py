@@ -25,6 +25,7 @@ from stream_app.service import topology
 from stream_app.service.kafka_client import client_kwargs, wait_for_broker
 from stream_app.service.settings import Settings
 from stream_app.sources.run_files import RunFiles, Scanners, holds_run_files
+from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs, may_matter
 from stream_app.sources.scylla.run_event import RunEvent
 from stream_app.sources.scylla.scanner import Counts, Scanner
@@ -93,7 +94,7 @@ class Watcher:
         self.state: WatchState | None = None
         roots = [r.resolve() for r in options.roots]
         scylla = Scanner(roots, set(), settle_s=options.settle_s, grace_s=options.grace_s)
-        self.scanner = Scanners(scylla, RunFiles(roots, settings.tiers))
+        self.scanner = Scanners(scylla, RunFiles(roots, RunMapping.of(settings)))
         self._changes: set[Path] = set()
         self._wake = asyncio.Event()
         self._poll_s = options.poll_s

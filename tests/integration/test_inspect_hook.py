@@ -24,7 +24,7 @@ from tests.integration.harness import (
     settings_for,
     wait_until,
 )
-from tests.sources.test_harbor_jobs import TIERS, trial, write_job
+from tests.sources.test_harbor_jobs import MAPPING, TIERS, trial, write_job
 
 RUNS_PER_EVAL = 36
 """tests/inspect_evals.py: two tiers, two tasks of 4 and 5 samples, two epochs."""
@@ -133,7 +133,7 @@ def test_watch_publishes_logs_and_trials_as_they_are_written_and_once_across_res
             check=True,
         )
         write_job(jobs, [trial(f"hello-world__{n}", reward=float(n % 2)) for n in range(4)])
-        lines, skipped = directory_events([logs, jobs], TIERS)
+        lines, skipped = directory_events([logs, jobs], MAPPING)
         assert len(lines) == RUNS_PER_EVAL + 4
         assert skipped == []
         wait_until(lambda: outputs_equal_replay(settings, lines), 90, what="the watched runs")

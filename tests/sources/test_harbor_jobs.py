@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from stream_app.sources.harbor_trial import Refused, run_event
+from stream_app.sources.run_mapping import RunMapping
 from tests.helpers import REPO
 
 TIERS = {"claude-code/anthropic/claude-sonnet-4-5": "T1", "oracle": "T0"}
+MAPPING = RunMapping(tiers=TIERS)
 
 
 def trial(name: str, reward: float | None = 1.0, **change: Any) -> dict[str, Any]:
@@ -51,7 +53,7 @@ def trial(name: str, reward: float | None = 1.0, **change: Any) -> dict[str, Any
 
 
 def test_a_trial_is_one_run_of_its_task() -> None:
-    event = run_event(trial("hello-world__AbC"), TIERS)
+    event = run_event(trial("hello-world__AbC"), MAPPING)
     assert event["run_id"].startswith("harbor/")
     assert (event["experiment_id"], event["tier"], event["passed"]) == ("hello-world", "T1", True)
     assert event["model"] == "anthropic/claude-sonnet-4-5"
@@ -72,14 +74,16 @@ def test_a_trial_that_raised_fails_and_one_with_no_reward_is_refused() -> None:
             "occurred_at": "2026-11-29T10:03:00",
         },
     )
-    event = run_event(raised, TIERS)
+    event = run_event(raised, MAPPING)
     assert event["passed"] is False
     assert event["judgment"]["summary"]["weighted_score"] == 0.0
     with pytest.raises(Refused, match="no_reward"):
-        run_event(trial("fix-bug__y", reward=None), TIERS)
+        run_event(trial("fix-bug__y", reward=None), MAPPING)
     with pytest.raises(Refused, match="no_tier"):
-        run_event(trial("fix-bug__z"), {})
-    assert run_event(trial("fix-bug__w", reward=0.4), TIERS)["passed"] is False
+        run_event(trial("fix-bug__z"), RunMapping())
+    assert run_event(trial("fix-bug__w", reward=0.4), MAPPING)["passed"] is False
+    lenient = RunMapping(tiers=TIERS, pass_at=0.4)  # the `pass_score` setting
+    assert run_event(trial("fix-bug__w", reward=0.4), lenient)["passed"] is True
 
 
 def write_job(jobs: Path, results: list[dict[str, Any]]) -> None:
@@ -109,3 +113,12 @@ def test_replay_of_a_jobs_directory(tmp_path: Path) -> None:
     (tier,) = report["tiers"]
     assert (tier["tier"], tier["cumulative"]["runs"], tier["cumulative"]["passes"]) == ("T1", 6, 3)
     assert [s["reason"] for s in report["skipped_runs"]] == ["no_reward"]
+    lenient = subprocess.run(  # the pass_score setting: a reward of 0 passes too
+        [sys.executable, "-m", "stream_app", "replay", str(jobs)],
+        cwd=REPO,
+        env={**env, "EVALSTREAM_PASS_SCORE": "0"},
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(lenient.stdout)["tiers"][0]["cumulative"]["passes"] == 6

@@ -16,11 +16,11 @@ import pytest
 from stream_app.sources.inspect_run import (
     MAX_ID_CHARS,
     EvalHeader,
-    InspectMapping,
     Refused,
     SampleResult,
     run_event,
 )
+from stream_app.sources.run_mapping import RunMapping
 from tests.helpers import REPO, require_module
 
 HEADER = EvalHeader("E1", "add", {}, "anthropic/claude-sonnet-4-5", {"tier": "T1"}, None)
@@ -40,7 +40,7 @@ def sample(**change: Any) -> SampleResult:
 
 
 def test_a_sample_is_one_run_of_its_task_and_tier() -> None:
-    event = run_event(HEADER, sample(), InspectMapping())
+    event = run_event(HEADER, sample(), RunMapping())
     assert event["run_id"] == "inspect/E1/s1/2"
     assert (event["experiment_id"], event["tier"], event["subtest"]) == ("add", "T1", "s1")
     assert (event["run_number"], event["passed"], event["suite"]) == (2, True, HEADER.model)
@@ -51,38 +51,36 @@ def test_a_sample_is_one_run_of_its_task_and_tier() -> None:
 def test_no_tier_is_refused_never_guessed() -> None:
     untiered = EvalHeader("E2", "add", {}, "m", {}, None)
     with pytest.raises(Refused) as refused:
-        run_event(untiered, sample(), InspectMapping())
+        run_event(untiered, sample(), RunMapping())
     assert refused.value.reason == "no_tier"
     assert "--metadata tier=" in refused.value.detail
-    assert run_event(untiered, sample(), InspectMapping(tiers={"m": "T3"}))["tier"] == "T3"
+    assert run_event(untiered, sample(), RunMapping(tiers={"m": "T3"}))["tier"] == "T3"
     with pytest.raises(Refused, match="bad_tier"):
-        run_event(EvalHeader("E3", "add", {}, "m", {"tier": "gold"}), sample(), InspectMapping())
+        run_event(EvalHeader("E3", "add", {}, "m", {"tier": "gold"}), sample(), RunMapping())
 
 
 def test_the_chosen_scorer_and_threshold_decide_passed() -> None:
     scored = sample(scores={"match": 0.0, "judge": 0.75})
-    assert run_event(HEADER, scored, InspectMapping())["passed"] is False  # the first scorer
-    judged = run_event(HEADER, scored, InspectMapping(scorer="judge", pass_at=0.7))
+    assert run_event(HEADER, scored, RunMapping())["passed"] is False  # the first scorer
+    judged = run_event(HEADER, scored, RunMapping(scorer="judge", pass_at=0.7))
     assert judged["passed"] is True
     assert judged["judgment"]["summary"]["weighted_score"] == 0.75
     with pytest.raises(Refused, match="no_score"):
-        run_event(HEADER, scored, InspectMapping(scorer="absent"))
+        run_event(HEADER, scored, RunMapping(scorer="absent"))
 
 
 def test_an_errored_sample_is_a_failed_run() -> None:
-    errored = run_event(HEADER, sample(scores={}, error="RuntimeError: boom"), InspectMapping())
+    errored = run_event(HEADER, sample(scores={}, error="RuntimeError: boom"), RunMapping())
     assert errored["passed"] is False
     assert errored["judgment"]["summary"]["weighted_score"] == 0.0
 
 
 def test_task_arguments_and_long_names_stay_within_the_schema() -> None:
     header = EvalHeader("E4", "add", {"n": 3, "level": "hard"}, "m", {"tier": "T0"})
-    assert (
-        run_event(header, sample(), InspectMapping())["experiment_id"] == 'add(level="hard", n=3)'
-    )
-    long = run_event(HEADER, sample(sample_id="x" * 500), InspectMapping())
+    assert run_event(header, sample(), RunMapping())["experiment_id"] == 'add(level="hard", n=3)'
+    long = run_event(HEADER, sample(sample_id="x" * 500), RunMapping())
     assert len(long["run_id"]) == MAX_ID_CHARS
-    other = run_event(HEADER, sample(sample_id="x" * 499 + "y"), InspectMapping())
+    other = run_event(HEADER, sample(sample_id="x" * 499 + "y"), RunMapping())
     assert other["run_id"] != long["run_id"]  # a digest keeps them apart
 
 

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 from stream_app.sources.run_files import RunFiles
-from tests.sources.test_harbor_jobs import TIERS, trial, write_job
+from tests.sources.test_harbor_jobs import MAPPING, trial, write_job
 
 
 def test_runs_are_handed_out_until_published_and_problems_said_once(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs"
     write_job(jobs, [trial("a__1"), trial("a__2", reward=0.0), trial("a__3", reward=None)])
-    files = RunFiles([jobs], TIERS)
+    files = RunFiles([jobs], MAPPING)
     files.scan()
     ready, said = files.take()
     assert len(ready) == 2
