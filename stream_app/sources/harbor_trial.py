@@ -99,7 +99,9 @@ def run_event(result: Mapping[str, Any], mapping: RunMapping) -> dict[str, Any]:
         "suite": bounded(f"{agent}/{model}"),
         "passed": not errored and reward is not None and reward >= mapping.pass_at,
         "judgment": {
-            "summary": {"weighted_score": 0.0 if reward is None else min(1.0, max(0.0, reward))}
+            "summary": {
+                "weighted_score": 0.0 if reward is None or errored else min(1.0, max(0.0, reward))
+            }
         },
         "tokens": {
             "input": max(0, int(usage.get("n_input_tokens") or 0) - cached),  # it counts them
