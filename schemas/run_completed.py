@@ -16,6 +16,8 @@ MAX_COST_USD: Final = 1_000_000.0
 """A billed cost above a million USD for one run is rejected: far above any real run, and small
 enough that no sum or spread of a window's costs can leave the float range."""
 MAX_CODE_BYTES: Final = 200_000
+MAX_ERROR_CHARS: Final = 2_000
+"""An errored run's message is kept to this many characters (a traceback is not)."""
 
 _INPUT_CONFIG: Final = ConfigDict(
     strict=True,  # no "1" for 1, no 0/1 for booleans
@@ -118,6 +120,11 @@ class RunCompleted(BaseModel):
     completed_at: Timestamp = Field(description="RFC 3339 date-time with an offset; >= started_at.")
     code: CodeSample | None = Field(default=None, description="Scored with CodeBLEU when present.")
     tests: TestCounts | None = Field(default=None, description="Gives the test pass rate.")
+    error: str | None = Field(
+        default=None,
+        max_length=MAX_ERROR_CHARS,
+        description="Why the run errored, as its harness said (an errored run is a failed run).",
+    )
 
     @model_validator(mode="after")
     def _completed_not_before_started(self) -> Self:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from schemas.common import TIER_PATTERN
+from schemas.run_completed import MAX_ERROR_CHARS
 from schemas.timestamp import format_timestamp
 from stream_app.sources.inspect_run import bounded
 from stream_app.sources.run_mapping import RunMapping
@@ -114,4 +115,8 @@ def run_event(result: Mapping[str, Any], mapping: RunMapping) -> dict[str, Any]:
     cost = usage.get("cost_usd")
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         event["cost_usd"] = float(cost)
+    exception = result.get("exception_info")
+    if isinstance(exception, dict):
+        said = f"{exception.get('exception_type', '')}: {exception.get('exception_message', '')}"
+        event["error"] = said[:MAX_ERROR_CHARS]
     return event

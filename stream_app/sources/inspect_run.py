@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from schemas.common import TIER_PATTERN
+from schemas.run_completed import MAX_ERROR_CHARS
 from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.skipped import NoEvent
 
@@ -133,4 +134,6 @@ def run_event(header: EvalHeader, sample: SampleResult, mapping: RunMapping) -> 
     cost = usage.get("total_cost")
     if cost is not None:
         event["cost_usd"] = float(cost)
+    if sample.error is not None:
+        event["error"] = sample.error[:MAX_ERROR_CHARS]
     return event

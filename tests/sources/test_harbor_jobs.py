@@ -77,6 +77,7 @@ def test_a_trial_that_raised_fails_and_one_with_no_reward_is_refused() -> None:
     event = run_event(raised, MAPPING)
     assert event["passed"] is False
     assert event["judgment"]["summary"]["weighted_score"] == 0.0
+    assert event["error"] == "AgentTimeoutError: timed out"
     late = run_event(raised | {"verifier_result": {"rewards": {"reward": 1.0}}}, MAPPING)
     assert (late["passed"], late["judgment"]["summary"]["weighted_score"]) == (False, 0.0)
     with pytest.raises(Refused, match="no_reward"):

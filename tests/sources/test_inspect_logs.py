@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from schemas.run_completed import MAX_ERROR_CHARS
 from stream_app.sources.inspect_run import (
     MAX_ID_CHARS,
     EvalHeader,
@@ -73,6 +74,10 @@ def test_an_errored_sample_is_a_failed_run() -> None:
     errored = run_event(HEADER, sample(scores={}, error="RuntimeError: boom"), RunMapping())
     assert errored["passed"] is False
     assert errored["judgment"]["summary"]["weighted_score"] == 0.0
+    assert errored["error"] == "RuntimeError: boom"
+    assert "error" not in run_event(HEADER, sample(), RunMapping())
+    long = run_event(HEADER, sample(scores={}, error="x" * 10_000), RunMapping())
+    assert len(long["error"]) == MAX_ERROR_CHARS
 
 
 def test_task_arguments_and_long_names_stay_within_the_schema() -> None:
