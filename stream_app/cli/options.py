@@ -124,7 +124,8 @@ def add_history(parser: argparse.ArgumentParser) -> None:
         "paths",
         nargs="+",
         metavar="FILE|DIR",
-        help="a JSON-lines file, - for stdin, or ProjectScylla experiment directories",
+        help="a JSON-lines file, - for stdin, or directories of ProjectScylla experiments, "
+        "inspect_ai logs or Harbor jobs",
     )
 
 

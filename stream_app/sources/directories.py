@@ -48,15 +48,20 @@ def directory_events(
 ) -> tuple[list[bytes], list[Skipped]]:
     """The runs of every directory, each read by its kind, in window order (`mapping`: the
     user's choices for harnesses' runs); raises `UserError` for a directory of no kind."""
-    scylla, inspect, harbor = [], [], []
-    for root in roots:
-        if experiment_dirs([root]):
-            scylla.append(root)
-        elif log_files(root):
-            inspect.append(root)
-        elif trial_results(root):
-            harbor.append(root)
-        else:
+    scylla: list[Path] = []
+    inspect: list[Path] = []
+    harbor: list[Path] = []
+    for root in roots:  # a directory may hold several kinds: each is read
+        found = False
+        for kind, holds in (
+            (scylla, bool(experiment_dirs([root]))),
+            (inspect, bool(log_files(root))),
+            (harbor, bool(trial_results(root))),
+        ):
+            if holds:
+                kind.append(root)
+                found = True
+        if not found:
             raise UserError(
                 f"no ProjectScylla experiment, inspect_ai log or Harbor trial in {root} "
                 f"({WHAT_AN_EXPERIMENT_IS}; an inspect_ai log is a .eval or .json file it wrote; "

@@ -21,32 +21,42 @@ MAX_RESULT_BYTES: Final = 16 * 1024 * 1024
 
 
 def trial_results(root: Path) -> list[Path]:
-    """Every `result.json` under `root` that is a Harbor trial's (links not followed)."""
+    """Every `result.json` under `root` that is a Harbor trial's, or cannot be read (then its
+    trial is said skipped); a job's own `result.json` is left out. Links are not followed."""
     found = []
     for folder, _, names in os.walk(root, followlinks=False):
-        if RESULT in names:
-            path = Path(folder, RESULT)
-            if is_trial(_read(path)):
+        path = Path(folder, RESULT)
+        if RESULT in names and path.is_file():  # a FIFO would block the read
+            result = _read(path)
+            if result is UNREADABLE or is_trial(result):
                 found.append(path)
     return sorted(found)
+
+
+UNREADABLE: Final = object()
+"""What `_read` gives for a file too large, not JSON, or nested too deep."""
 
 
 def _read(path: Path) -> Any:
     try:
         if path.stat().st_size > MAX_RESULT_BYTES:
-            return None
+            return UNREADABLE
         return json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):
-        return None
+        return UNREADABLE
 
 
 def trial_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """One trial's `result.json` as its event, or what made none."""
+    result = _read(path)
+    if result is UNREADABLE:
+        detail = f"{RESULT} is not JSON, over {MAX_RESULT_BYTES:,} bytes, or nested too deep"
+        return [], [Skipped(path.parent, "unreadable_result", detail)]
     try:
-        return [run_event(_read(path), mapping)], []
+        return [run_event(result, mapping)], []
     except NoEvent as refused:
         return [], [Skipped(path.parent, refused.reason, refused.detail)]
-    except (KeyError, TypeError, ValueError) as exc:
+    except Exception as exc:  # a value no mapping expects: this trial's problem alone
         return [], [Skipped(path.parent, "malformed", f"{type(exc).__name__}: {exc}")]
 
 

@@ -5,6 +5,7 @@ tier, reward or times cannot be found is refused with its reason, never guessed.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -68,8 +69,8 @@ def reward_of(result: Mapping[str, Any]) -> float | None:
         return None
     else:
         raise Refused("no_reward", f"trial {result.get('trial_name')} has no reward")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Refused("bad_reward", f"trial {result.get('trial_name')}: reward {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise Refused("bad_reward", f"trial {result.get('trial_name')}: reward {value!r:.80}")
     return float(value)
 
 

@@ -48,10 +48,12 @@ class EvalstreamHook(Hooks):
         self.sender: RunSender | None = None
         self.settings: Settings | None = None
         self.refused: dict[str, int] = {}
+        self.off: str | None = None
+        """Why the hook is off (its settings do not load), said once on stderr."""
 
     def enabled(self) -> bool:
-        """Only where the eval's environment names a broker."""
-        return bool(os.environ.get(BROKER_ENV))
+        """Only where the eval's environment names a broker, and its settings load."""
+        return bool(os.environ.get(BROKER_ENV)) and self.off is None
 
     async def on_task_start(self, data: TaskStart) -> None:
         """Keep what the eval's samples share."""
@@ -63,7 +65,12 @@ class EvalstreamHook(Hooks):
         if header is None:
             return
         if self.settings is None:  # read once a process, where the eval runs
-            self.settings = load_settings()
+            try:
+                self.settings = load_settings()
+            except Exception as exc:
+                self.off = f"evalstream: the hook publishes nothing: {exc}"
+                print(self.off, file=sys.stderr, flush=True)
+                raise
         mapping = RunMapping.of(self.settings)
         try:
             event = run_event(header, sample_of(data.sample, header.model), mapping)
@@ -95,12 +102,14 @@ class EvalstreamHook(Hooks):
         if sender is None:
             return
         done = await anyio.to_thread.run_sync(sender.close)
-        if not done.spooled:
+        if not done.spooled and not done.lost:
             log.info("evalstream: %d runs published", done.sent)
             return
         line = (
             f"evalstream: {done.sent} runs published, {done.spooled} spooled to {done.spool}: "
             f"send them with `stream-app produce {done.spool}`"
         )
+        if done.lost:
+            line += f"; {done.lost} LOST: the spool could not be written"
         log.warning(line)
         print(line, file=sys.stderr, flush=True)  # also where inspect_ai shows no log

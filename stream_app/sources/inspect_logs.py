@@ -6,6 +6,7 @@ samples in any order. A log still being written gives the samples it holds."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from datetime import datetime
@@ -26,6 +27,10 @@ INSTALL_HINT: Final = (
     "reading inspect_ai logs needs the inspect extra: pip install 'evalstream[inspect]'"
 )
 _JSON_HEAD_BYTES: Final = 4096
+NOT_LOGS: Final = frozenset({"logs.json", "eval-set.json"})
+"""What `eval_set` writes beside its logs: an index and its own state, not logs."""
+SCORE_WORDS: Final = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+"""inspect_ai's CORRECT, INCORRECT, PARTIAL and NOANSWER."""
 
 
 def log_files(root: Path) -> list[Path]:
@@ -36,8 +41,9 @@ def log_files(root: Path) -> list[Path]:
     for folder, _, names in os.walk(root, followlinks=False):
         for name in names:
             path = Path(folder, name)
-            is_log = name.endswith(".eval") or (name.endswith(".json") and _looks_like_a_log(path))
-            if is_log and path.is_file():
+            if name in NOT_LOGS or not path.is_file():  # a FIFO would block the read below
+                continue
+            if name.endswith(".eval") or (name.endswith(".json") and _looks_like_a_log(path)):
                 found.append(path)
     return sorted(found)
 
@@ -65,18 +71,25 @@ def header_of(spec: Any) -> EvalHeader:
     )
 
 
+def score_value(name: str, value: Any) -> float:
+    """A score as a number: inspect_ai's letters (CORRECT is 1, PARTIAL 0.5), a boolean, or a
+    finite number; anything else (a dict, a list, other text, NaN) is refused, where inspect_ai's
+    own `value_to_float` would read it as 0 with a warning."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str) and value.strip().upper() in SCORE_WORDS:
+        return SCORE_WORDS[value.strip().upper()]
+    raise Refused("bad_score", f"score {name!r} is {value!r:.80}, not a number or C/I/P/N")
+
+
 def sample_of(summary: Any, model: str) -> SampleResult:
     """An inspect_ai sample (a log's summary, or the hook's `EvalSample`) as the mapping reads
     it: its scores as numbers, the evaluated model's usage (not the graders'), times and error."""
-    from inspect_ai.scorer import value_to_float
-
-    to_float = value_to_float()
-    scores = {}
-    for name, score in (summary.scores or {}).items():
-        try:
-            scores[name] = float(to_float(score.value))
-        except Exception as exc:
-            raise Refused("bad_score", f"score {name!r} is not a number ({exc})") from None
+    scores = {
+        name: score_value(name, score.value) for name, score in (summary.scores or {}).items()
+    }
     usage = summary.model_usage.get(model) if summary.model_usage else None
     error = getattr(summary.error, "message", summary.error)  # a log's text, a live EvalError
     return SampleResult(
@@ -112,6 +125,9 @@ def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], l
         except Refused as refused:
             where = f"sample {summary.id} epoch {summary.epoch}: {refused.detail}"
             skipped.append(Skipped(path, refused.reason, where))
+        except Exception as exc:  # a value no mapping expects: this sample's problem alone
+            where = f"sample {summary.id} epoch {summary.epoch}: {type(exc).__name__}: {exc}"
+            skipped.append(Skipped(path, "malformed", where))
     return events, skipped
 
 

@@ -48,6 +48,8 @@ class Sent:
     sent: int
     spooled: int
     spool: Path
+    lost: int = 0
+    """Runs that could be neither sent nor spooled (the spool not writable): said, never silent."""
 
 
 class RunSender:
@@ -72,7 +74,7 @@ class RunSender:
         self.holding = threading.Lock()
         self.connect_timeout_s = connect_timeout_s
         self.send_timeout_s = send_timeout_s
-        self.sent = self.spooled = 0
+        self.sent = self.spooled = self.lost = 0
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
@@ -103,17 +105,24 @@ class RunSender:
             if isinstance(item, tuple):
                 left.append(item)
         self._spool([value for _, _, value, _ in sorted(left)])
-        return Sent(self.sent, self.spooled, self.spool)
+        return Sent(self.sent, self.spooled, self.spool, self.lost)
 
     def _spool(self, values: list[bytes]) -> None:
         if not values:
             return
         with self.lock:
-            self.spool.parent.mkdir(parents=True, exist_ok=True)
-            with self.spool.open("ab") as file:
-                file.write(b"".join(v + b"\n" for v in values))
-                file.flush()
-                os.fsync(file.fileno())
+            try:
+                self.spool.parent.mkdir(parents=True, exist_ok=True)
+                with self.spool.open("ab") as file:
+                    file.write(b"".join(v + b"\n" for v in values))
+                    file.flush()
+                    os.fsync(file.fileno())
+            except OSError as exc:
+                self.lost += len(values)
+                log.error(
+                    "evalstream: %d runs lost: cannot write %s (%s)", len(values), self.spool, exc
+                )
+                return
             self.spooled += len(values)
 
     def _run(self) -> None:

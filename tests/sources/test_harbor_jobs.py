@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from stream_app.sources.harbor_jobs import harbor_events
 from stream_app.sources.harbor_trial import Refused, run_event
 from stream_app.sources.run_mapping import RunMapping
 from tests.helpers import REPO
@@ -125,3 +126,21 @@ def test_replay_of_a_jobs_directory(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(lenient.stdout)["tiers"][0]["cumulative"]["passes"] == 6
+
+
+def test_hostile_trials_are_skipped_with_their_reason_never_a_crash(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs"
+    good = trial("ok__1")
+    hostile = [
+        trial("inf__1", agent_result={"n_input_tokens": float("inf")}),
+        trial("list__1", agent_info=["x"]),
+        trial("nan__1", reward=float("nan")),
+    ]
+    write_job(jobs, [good, *hostile])
+    (jobs / "2026-11-29__10-00-00" / "broken__1").mkdir()
+    (jobs / "2026-11-29__10-00-00" / "broken__1" / "result.json").write_text("{not json")
+    os.mkfifo(jobs / "fifo.json")  # nothing blocks on it
+    events, skipped = harbor_events([jobs], MAPPING)
+    assert len(events) == 1
+    reasons = sorted(s.reason for s in skipped)
+    assert reasons == ["bad_reward", "malformed", "malformed", "unreadable_result"]

@@ -5,6 +5,7 @@ finds in them (docs/operations.md, 'From inspect_ai')."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 
 from schemas.run_completed import MAX_ERROR_CHARS
+from stream_app.sources.directories import directory_events
+from stream_app.sources.inspect_logs import score_value
 from stream_app.sources.inspect_run import (
     MAX_ID_CHARS,
     EvalHeader,
@@ -23,6 +26,7 @@ from stream_app.sources.inspect_run import (
 )
 from stream_app.sources.run_mapping import RunMapping
 from tests.helpers import REPO, require_module
+from tests.sources.test_harbor_jobs import MAPPING, trial, write_job
 
 HEADER = EvalHeader("E1", "add", {}, "anthropic/claude-sonnet-4-5", {"tier": "T1"}, None)
 USAGE = {"input_tokens": 100, "output_tokens": 10, "input_tokens_cache_read": 30}
@@ -163,3 +167,33 @@ def test_a_directory_of_neither_kind_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert b"no ProjectScylla experiment, inspect_ai log or Harbor trial in" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [1, 0], "hello", float("nan"), float("inf")])
+def test_a_score_that_is_not_a_number_is_refused_not_read_as_0(value: object) -> None:
+    with pytest.raises(Refused, match="bad_score"):
+        score_value("judge", value)
+
+
+def test_inspect_ai_letters_and_booleans_read_as_numbers() -> None:
+    assert [score_value("s", v) for v in ("C", "I", "P", "N", True, 0.25)] == [
+        1.0,
+        0.0,
+        0.5,
+        0.0,
+        1.0,
+        0.25,
+    ]
+
+
+def test_a_directory_of_logs_and_trials_replays_both(eval_logs: Path, tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for log in eval_logs.iterdir():
+        (mixed / log.name).write_bytes(log.read_bytes())
+    write_job(mixed / "jobs", [trial(f"hello-world__{n}") for n in range(3)])
+    (mixed / "logs.json").write_text('{"x.eval": {"version": 2, "status": "success", "eval": {}}}')
+    os.mkfifo(mixed / "fifo.json")  # nothing blocks on it
+    events, skipped = directory_events([mixed], MAPPING)
+    assert len(events) == 36 + 3
+    assert skipped == []  # eval_set's logs.json is not a log

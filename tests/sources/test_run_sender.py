@@ -56,3 +56,12 @@ def test_close_with_nothing_offered_spools_nothing(tmp_path: Path) -> None:
     done = sender(tmp_path / "spool.jsonl").close()
     assert (done.sent, done.spooled) == (0, 0)
     assert not (tmp_path / "spool.jsonl").exists()
+
+
+def test_a_spool_that_cannot_be_written_is_said_as_lost(tmp_path: Path) -> None:
+    unwritable = tmp_path / "file"
+    unwritable.write_text("")
+    runs = sender(unwritable / "spool.jsonl", hold_s=0.0)  # a file where its directory goes
+    runs.offer(run(1), None, (1,))
+    done = runs.close(timeout_s=10)
+    assert (done.sent, done.spooled, done.lost) == (0, 0, 1)
