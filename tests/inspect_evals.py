@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
-from inspect_ai import Task, task
+from inspect_ai import Task, eval_retry, task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
+from inspect_ai.log import list_eval_logs
 from inspect_ai.model import ModelAPI, ModelOutput, ModelUsage, modelapi
 from inspect_ai.scorer import match
 from inspect_ai.solver import Generate, Solver, TaskState, solver
@@ -60,6 +62,37 @@ def sums(start: int) -> list[Sample]:
     ]
 
 
+@solver
+def flaky(flag: str) -> Solver:
+    """Generates, except for `sum-3` until the file `flag` exists: a retry then runs it again."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        if state.sample_id == "sum-3" and not Path(flag).exists():
+            raise RuntimeError("flaky")
+        return await generate(state)
+
+    return solve
+
+
+@task
+def add_flaky(flag: str) -> Task:
+    return Task(dataset=sums(1), solver=flaky(flag), scorer=match())
+
+
+def retried(log_dir: str) -> None:
+    """An eval whose `sum-3` errors, then `eval_retry` of its log once it would pass."""
+    flag = Path(log_dir).parent / "flag"
+    inspect_eval(
+        add_flaky(str(flag)),
+        model=TIERS["T1"],
+        metadata={"tier": "T1"},
+        log_dir=log_dir,
+        display="none",
+    )
+    flag.touch()
+    eval_retry(list_eval_logs(log_dir)[0], log_dir=log_dir, display="none")
+
+
 @task
 def add() -> Task:
     return Task(dataset=sums(1), solver=fragile(), scorer=match())
@@ -86,4 +119,7 @@ def main(log_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--retried":
+        retried(sys.argv[2])
+    else:
+        main(sys.argv[1])

@@ -100,6 +100,7 @@ def sample_of(summary: Any, model: str) -> SampleResult:
         started_at=summary.started_at,
         completed_at=summary.completed_at,
         error=None if error is None else str(error),
+        uuid=getattr(summary, "uuid", None),
     )
 
 

@@ -50,6 +50,9 @@ class SampleResult:
     started_at: str | None
     completed_at: str | None
     error: str | None = None
+    uuid: str | None = None
+    """inspect_ai's id of this execution of the sample: kept when a retry reuses the sample,
+    new when it runs it again."""
 
 
 def tier_of(header: EvalHeader, mapping: RunMapping) -> str:
@@ -78,9 +81,15 @@ def experiment_of(header: EvalHeader) -> str:
     return bounded(f"{header.task}({args})")
 
 
-def run_id_of(header: EvalHeader, sample_id: str | int, epoch: int) -> str:
-    """One id per eval, sample and epoch: the hook's and the log reader's are the same."""
-    return bounded(f"{RUN_ID_PREFIX}/{header.eval_id}/{sample_id}/{epoch}")
+def run_id_of(header: EvalHeader, sample: SampleResult) -> str:
+    """One id per execution of a sample and epoch, the hook's and the log reader's alike:
+    `inspect/<sample>/<epoch>/<uuid>`, the uuid inspect_ai's id of the execution. A retry
+    (`eval_retry`, `eval_set`'s) runs under a new eval_id, keeps the uuids of the samples it
+    reuses (one run, whichever log holds it) and gives new ones to those it runs again (a run
+    of their own: the errored attempt stays a failed run)."""
+    if sample.uuid is None:  # a log that keeps none: the eval's own run of it
+        return bounded(f"{RUN_ID_PREFIX}/{header.eval_id}/{sample.sample_id}/{sample.epoch}")
+    return bounded(f"{RUN_ID_PREFIX}/{sample.sample_id}/{sample.epoch}/{sample.uuid}")
 
 
 def bounded(name: str) -> str:
@@ -113,7 +122,7 @@ def run_event(header: EvalHeader, sample: SampleResult, mapping: RunMapping) -> 
     usage = sample.usage
     event: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": run_id_of(header, sample.sample_id, sample.epoch),
+        "run_id": run_id_of(header, sample),
         "experiment_id": experiment_of(header),
         "tier": tier_of(header, mapping),
         "model": bounded(header.model),

@@ -197,3 +197,29 @@ def test_a_directory_of_logs_and_trials_replays_both(eval_logs: Path, tmp_path: 
     events, skipped = directory_events([mixed], MAPPING)
     assert len(events) == 36 + 3
     assert skipped == []  # eval_set's logs.json is not a log
+
+
+def test_a_retried_eval_counts_each_execution_once(tmp_path: Path) -> None:
+    """`eval_retry` reuses the samples that finished (their uuid, under a new eval_id) and runs
+    the errored one again: 4 samples make 5 runs, the errored attempt a failed one."""
+    require_module("inspect_ai", "inspect")
+    logs = tmp_path / "logs"
+    subprocess.run(
+        [sys.executable, "-m", "tests.inspect_evals", "--retried", str(logs)],
+        cwd=REPO,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    assert len(list(logs.iterdir())) == 2  # the errored attempt's log and the retry's
+    events, skipped = directory_events([logs], MAPPING)
+    assert skipped == []
+    runs = [json.loads(e) for e in events]
+    assert len(runs) == 8  # the reused samples are in both logs ...
+    executions = {r["run_id"]: r for r in runs}
+    assert len(executions) == 5  # ... as one run each (the window drops the repeat)
+    assert sum(r["passed"] for r in executions.values()) == 4
+    assert [r["subtest"] for r in executions.values() if not r["passed"]] == ["sum-3"]
+    done = replay(logs)
+    (tier,) = json.loads(done.stdout)["tiers"]
+    assert (tier["cumulative"]["runs"], tier["cumulative"]["passes"]) == (5, 4)
