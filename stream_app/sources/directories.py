@@ -7,19 +7,17 @@ runs in that order."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 
 from schemas.replay_report import SkippedRun
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
 from stream_app.errors import UserError
-from stream_app.sources.harbor_jobs import harbor_events, trial_results
-from stream_app.sources.inspect_logs import inspect_events, log_files
+from stream_app.sources.run_files import file_readers
 from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
+from stream_app.sources.scylla.run_event import RunEvent
 from stream_app.sources.scylla.scanner import Scanner
 from stream_app.sources.skipped import Skipped
 
@@ -30,9 +28,9 @@ def printable(text: object) -> str:
     return str(text).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
-def scylla_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
-    """Every finished run of the experiment directories (or results folders), in window order,
-    and the runs that made no event."""
+def scylla_events(roots: Sequence[Path]) -> tuple[list[RunEvent], list[Skipped]]:
+    """Every finished run of the experiment directories (or results folders), and the runs
+    that made no event."""
     scanner = Scanner([r.resolve() for r in roots], set(), settle_s=0.0, grace_s=0.0)
     scanner.scan()
     events, skipped = scanner.take()
@@ -40,45 +38,33 @@ def scylla_events(roots: Sequence[Path]) -> tuple[list[bytes], list[Skipped]]:
         Skipped(location.path, "still_being_written", "run_result.json is being written")
         for location in scanner.give_up_waiting()
     ]
-    return [event.payload for event in events], skipped
+    return events, skipped
 
 
 def directory_events(
     roots: Sequence[Path], mapping: RunMapping | None = None
 ) -> tuple[list[bytes], list[Skipped]]:
-    """The runs of every directory, each read by its kind, in window order (`mapping`: the
+    """The runs of every directory, each kind it holds read, in window order (`mapping`: the
     user's choices for harnesses' runs); raises `UserError` for a directory of no kind."""
-    scylla: list[Path] = []
-    inspect: list[Path] = []
-    harbor: list[Path] = []
-    for root in roots:  # a directory may hold several kinds: each is read
-        found = False
-        for kind, holds in (
-            (scylla, bool(experiment_dirs([root]))),
-            (inspect, bool(log_files(root))),
-            (harbor, bool(trial_results(root))),
-        ):
-            if holds:
-                kind.append(root)
+    readers = file_readers(mapping or RunMapping())
+    scylla = [root for root in roots if experiment_dirs([root])]
+    events, skipped = scylla_events(scylla) if scylla else ([], [])
+    for root in roots:
+        found = root in scylla
+        for files, read in readers:
+            for path in files(root):
                 found = True
+                more, left = read(path)
+                events += [RunEvent.of(event) for event in more]
+                skipped += left
         if not found:
             raise UserError(
                 f"no ProjectScylla experiment, inspect_ai log or Harbor trial in {root} "
                 f"({WHAT_AN_EXPERIMENT_IS}; an inspect_ai log is a .eval or .json file it wrote; "
                 "a Harbor trial, a result.json under jobs/)"
             )
-    events, skipped = scylla_events(scylla) if scylla else ([], [])
-    mapping = mapping or RunMapping()
-    read = [inspect_events(inspect, mapping)] if inspect else []
-    read += [harbor_events(harbor, mapping)] if harbor else []
-    for more, left in read:
-        events, skipped = sorted(events + more, key=_window_order), skipped + left
-    return events, skipped
-
-
-def _window_order(event: bytes) -> tuple[datetime, str]:
-    decoded = json.loads(event)
-    return datetime.fromisoformat(decoded["completed_at"]), decoded["run_id"]
+    events.sort(key=lambda event: event.order)
+    return [event.payload for event in events], skipped
 
 
 def replay_directories(

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -58,16 +56,3 @@ def trial_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]],
         return [], [Skipped(path.parent, refused.reason, refused.detail)]
     except Exception as exc:  # a value no mapping expects: this trial's problem alone
         return [], [Skipped(path.parent, "malformed", f"{type(exc).__name__}: {exc}")]
-
-
-def harbor_events(roots: Sequence[Path], mapping: RunMapping) -> tuple[list[bytes], list[Skipped]]:
-    """Every trial under `roots` as an event, in window order (completed_at, run_id), and the
-    trials that made none."""
-    events: list[dict[str, Any]] = []
-    skipped: list[Skipped] = []
-    for path in (p for root in roots for p in trial_results(root)):
-        more, left = trial_events(path, mapping)
-        events += more
-        skipped += left
-    events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))
-    return [json.dumps(e, separators=(",", ":")).encode() for e in events], skipped

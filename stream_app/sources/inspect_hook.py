@@ -7,12 +7,10 @@ broker goes to a spool file, and at the run's end it says on stderr how many run
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +22,7 @@ from stream_app.sources.inspect_logs import header_of, sample_of
 from stream_app.sources.inspect_run import EvalHeader, Refused, run_event
 from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.run_sender import RunSender
+from stream_app.sources.scylla.run_event import RunEvent
 
 log = logging.getLogger("evalstream")
 
@@ -47,6 +46,8 @@ class EvalstreamHook(Hooks):
         self.headers: dict[str, EvalHeader] = {}
         self.sender: RunSender | None = None
         self.settings: Settings | None = None
+        self.mapping = RunMapping()
+        """The settings' mapping, read with them."""
         self.refused: dict[str, int] = {}
         self.off: str | None = None
         """Why the hook is off (its settings do not load), said once on stderr."""
@@ -71,9 +72,9 @@ class EvalstreamHook(Hooks):
                 self.off = f"evalstream: the hook publishes nothing: {exc}"
                 print(self.off, file=sys.stderr, flush=True)
                 raise
-        mapping = RunMapping.of(self.settings)
+            self.mapping = RunMapping.of(self.settings)
         try:
-            event = run_event(header, sample_of(data.sample, header.model), mapping)
+            event = run_event(header, sample_of(data.sample, header.model), self.mapping)
         except Refused as refused:
             if not self.refused.get(data.eval_id):
                 log.warning(
@@ -83,9 +84,8 @@ class EvalstreamHook(Hooks):
             return
         if self.sender is None:
             self.sender = RunSender(self.settings, spool_path(self.settings.spool))
-        value = json.dumps(event, separators=(",", ":")).encode()
-        order = (datetime.fromisoformat(event["completed_at"]), event["run_id"])
-        self.sender.offer(value, event["experiment_id"].encode(), order)
+        run = RunEvent.of(event)  # the bytes `replay` and `watch` make of the same sample
+        self.sender.offer(run.payload, run.experiment_id.encode(), run.order)
 
     async def on_task_end(self, data: TaskEnd) -> None:
         """The eval's samples are all in: forget its header."""

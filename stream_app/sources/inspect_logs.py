@@ -5,11 +5,8 @@ samples in any order. A log still being written gives the samples it holds."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -130,19 +127,3 @@ def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], l
             where = f"sample {summary.id} epoch {summary.epoch}: {type(exc).__name__}: {exc}"
             skipped.append(Skipped(path, "malformed", where))
     return events, skipped
-
-
-def inspect_events(
-    roots: Sequence[Path], mapping: RunMapping | None = None
-) -> tuple[list[bytes], list[Skipped]]:
-    """Every finished sample of the logs under `roots` as an event, in window order
-    (completed_at, run_id), and what made none."""
-    mapping = mapping or RunMapping()
-    events: list[dict[str, Any]] = []
-    skipped: list[Skipped] = []
-    for path in (p for root in roots for p in log_files(root)):
-        more, left = log_events(path, mapping)
-        events += more
-        skipped += left
-    events.sort(key=lambda e: (datetime.fromisoformat(e["completed_at"]), e["run_id"]))
-    return [json.dumps(e, separators=(",", ":")).encode() for e in events], skipped

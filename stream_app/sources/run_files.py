@@ -7,9 +7,7 @@ makes no event of is said once. The same interface as the ProjectScylla `Scanner
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,10 @@ from stream_app.sources.scylla.run_event import RunEvent
 from stream_app.sources.scylla.scanner import Counts
 from stream_app.sources.skipped import Skipped
 
+Find = Callable[[Path], list[Path]]
+"""The run files of one kind under a root."""
 Read = Callable[[Path], tuple[list[dict[str, Any]], list[Skipped]]]
+"""One file's events (as JSON values) and what in it made none."""
 
 
 def holds_run_files(roots: Iterable[Path]) -> bool:
@@ -28,15 +29,20 @@ def holds_run_files(roots: Iterable[Path]) -> bool:
     return any(log_files(root) or trial_results(root) for root in roots)
 
 
+def file_readers(mapping: RunMapping) -> list[tuple[Find, Read]]:
+    """Each kind of run file: how its files under a root are found, and how one is read."""
+    return [
+        (log_files, lambda path: log_events(path, mapping)),
+        (trial_results, lambda path: trial_events(path, mapping)),
+    ]
+
+
 class RunFiles:
     """Runs read from inspect_ai logs and Harbor trials under `roots`."""
 
     def __init__(self, roots: list[Path], mapping: RunMapping) -> None:
         self.roots = roots
-        self._readers: list[tuple[Callable[[Path], list[Path]], Read]] = [
-            (log_files, lambda path: log_events(path, mapping)),
-            (trial_results, lambda path: trial_events(path, mapping)),
-        ]
+        self._readers = file_readers(mapping)
         self.published: set[str] = set()
         self._before: set[str] = set()
         self._seen: dict[Path, tuple[int, int]] = {}
@@ -73,9 +79,7 @@ class RunFiles:
         run_id = event["run_id"]
         self._found.add(run_id)
         if run_id not in self.published:
-            payload = json.dumps(event, separators=(",", ":")).encode()
-            completed = datetime.fromisoformat(event["completed_at"])
-            self._ready[run_id] = RunEvent(run_id, event["experiment_id"], completed, payload)
+            self._ready[run_id] = RunEvent.of(event)
 
     def recheck(self, paths: Iterable[Path]) -> None:
         """Files changed (file events): scan, which reads only those."""

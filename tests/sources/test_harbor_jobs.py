@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.sources.harbor_jobs import harbor_events
+from stream_app.sources.directories import directory_events
 from stream_app.sources.harbor_trial import Refused, run_event
 from stream_app.sources.run_mapping import RunMapping
 from tests.helpers import REPO
@@ -140,7 +140,7 @@ def test_hostile_trials_are_skipped_with_their_reason_never_a_crash(tmp_path: Pa
     (jobs / "2026-11-29__10-00-00" / "broken__1").mkdir()
     (jobs / "2026-11-29__10-00-00" / "broken__1" / "result.json").write_text("{not json")
     os.mkfifo(jobs / "fifo.json")  # nothing blocks on it
-    events, skipped = harbor_events([jobs], MAPPING)
+    events, skipped = directory_events([jobs], MAPPING)
     assert len(events) == 1
     reasons = sorted(s.reason for s in skipped)
     assert reasons == ["bad_reward", "malformed", "malformed", "unreadable_result"]

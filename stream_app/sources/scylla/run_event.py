@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,6 +53,14 @@ class RunEvent:
     def order(self) -> tuple[datetime, str]:
         """The window's order: (completed_at, run_id)."""
         return self.completed_at, self.run_id
+
+    @classmethod
+    def of(cls, event: Mapping[str, Any]) -> RunEvent:
+        """An event a harness source made as JSON values (inspect_ai, Harbor), as published:
+        compact JSON, in the same bytes whichever path (hook, `watch`, `replay`) sends it."""
+        payload = json.dumps(event, separators=(",", ":")).encode()
+        completed = datetime.fromisoformat(event["completed_at"])
+        return cls(event["run_id"], event["experiment_id"], completed, payload)
 
 
 def read_json(path: Path) -> Any:
