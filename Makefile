@@ -4,6 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= stream_app/data/scylla-runs.jsonl
+# The installer, into .venv by pip: uv resolves and installs the extras in seconds where pip took
+# half a minute of every fresh clone's `make test` (and again for each .venv-3.X). Pinned.
+UV     := uv==0.13.9
 # The supported CPythons: pyproject.toml's classifiers, the one list.
 PYTHONS := $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
 # The modules whose code branches on the Python version, type-checked for each supported one
@@ -20,10 +23,10 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(None if v in "$(PYTHONS)".split() else f"evalstream supports CPython $(PYTHONS); $(PYTHON) is {v}: make PYTHON=python3.X")'
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	@# --no-compile: half of pip's time is byte-compiling every module installed; Python
-	@# compiles those it imports, once, on first use.
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,embedded,inspect,prices]'
+$(STAMP): pyproject.toml Makefile | $(BIN)/python
+	@# Neither byte-compiles what it installs: Python compiles what it imports, once, on first use.
+	$(BIN)/python -m pip install --quiet --no-compile '$(UV)'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,embedded,inspect,prices]'
 	@touch $@
 
 install: $(STAMP) ## create .venv and install evalstream with its dev, embedded, inspect and prices extras
@@ -64,7 +67,7 @@ test-pythons: $(STAMP) ## the unit and property tests (all of them) on every oth
 
 bench: $(STAMP) ## the benchmark on Apache Kafka (minutes; BENCH_ARGS="--broker tansu" for Tansu; writes BENCHMARKS.md)
 	@scripts/install-kafka.sh >/dev/null
-	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,inspect,prices,bench]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,embedded,inspect,prices,bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 simulate: $(STAMP) ## the seeded simulations at full size, then the drop page's and the intervals' (docs/statistics-measured.md; SIMULATE_ARGS=--quick)

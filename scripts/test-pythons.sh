@@ -50,8 +50,8 @@ if [[ $step == find ]]; then
 fi
 
 main_python=.venv/bin/python
-if [[ ! -x $main_python ]]; then
-    echo "test-pythons: .venv is missing: run make install first" >&2
+if [[ ! -x $main_python || ! -x .venv/bin/uv ]]; then
+    echo "test-pythons: .venv or its uv is missing: run make install first" >&2
     exit 2
 fi
 main=$($main_python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -82,9 +82,10 @@ for version in $supported; do
         if [[ ! -f $venv/.installed || $venv/.installed -ot pyproject.toml ]] ||
             ! "$venv/bin/python" -c '' 2>/dev/null; then
             echo "Python $version: making $venv with $python"
-            # --clear: a venv whose interpreter went away (a pyenv upgrade) is made anew.
-            "$python" -m venv --clear "$venv" &&
-                "$venv/bin/python" -m pip install --quiet --no-compile -e '.[dev,embedded]' &&
+            # --clear: a venv whose interpreter went away (a pyenv upgrade) is made anew. .venv's
+            # uv installs (make install put it there): pip is not needed in these.
+            "$python" -m venv --clear --without-pip "$venv" &&
+                .venv/bin/uv pip install --quiet --python "$venv/bin/python" -e '.[dev,embedded]' &&
                 touch "$venv/.installed" || { echo "Python $version: could not make $venv"; status=1; continue; }
         fi
     fi
