@@ -1,4 +1,4 @@
-"""Months of operation in a minute: 20,000 experiments come and go through one live worker with a
+"""Months of operation in a minute: 10,000 experiments come and go through one live worker with a
 shortened `experiment_idle_ttl_s`. After each wave retires, the worker holds nothing of it, counted
 exactly (a retired key left behind in a table, a cache or a gauge fails the test, whatever the
 machine's load); every retired key's latest record is a tombstone (changelogs and outputs)."""
@@ -25,7 +25,7 @@ from tests.integration.harness import (
 )
 
 WAVES = 4
-PER_WAVE = 5_000
+PER_WAVE = 2_500
 TTL_S = 3
 TABLES = (WindowsStage, CrossTierStage, SuitesStage)
 
@@ -63,7 +63,7 @@ def wave(n: int) -> list[bytes]:
     ]
 
 
-def test_twenty_thousand_experiments_retire_and_leave_nothing_behind(
+def test_ten_thousand_experiments_retire_and_leave_nothing_behind(
     broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
     worker = Worker(
@@ -89,7 +89,8 @@ def test_twenty_thousand_experiments_retire_and_leave_nothing_behind(
                 else None
             )
 
-        samples = wait_until(all_in, 120, what=f"wave {n} accepted")
+        # Polled each second: a scrape of a wave's series costs the worker under test its time.
+        samples = wait_until(all_in, 120, interval=1, what=f"wave {n} accepted")
         peaks.append(tier_series(samples))
         windows_held.append(held(samples)[f"evalstream_table_keys[{WindowsStage.table_name}]"])
 
@@ -100,7 +101,7 @@ def test_twenty_thousand_experiments_retire_and_leave_nothing_behind(
             return samples if done and not left else Mismatch(f"retired: {done}, left: {left}")
 
         # Exact: every count is 0 once the wave has retired (a leak never gets there).
-        emptied = wait_until(retired, 120, interval=0.5, what=f"wave {n} retired")
+        emptied = wait_until(retired, 120, interval=1, what=f"wave {n} retired")
         assert isinstance(emptied, dict)
         after.append(len(emptied))
     print(f"\nchurn: tier series at each wave's peak {peaks}, all series after it {after}")
