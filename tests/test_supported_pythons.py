@@ -53,13 +53,14 @@ def test_the_makefile_reads_the_same_list() -> None:
 
 def checkout_with(tmp_path: Path, versions: list[str]) -> Path:
     """A checkout holding scripts/test-pythons.sh, a pyproject naming `versions` and a .venv
-    whose Python is this one."""
+    whose Python is this one, with a uv that fails if it is ever run (nothing is installed)."""
     (tmp_path / "scripts").mkdir()
     shutil.copy(REPO / "scripts" / "test-pythons.sh", tmp_path / "scripts")
     classifiers = ", ".join(f'"Programming Language :: Python :: {v}"' for v in versions)
     (tmp_path / "pyproject.toml").write_text(f"[project]\nclassifiers = [{classifiers}]\n")
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / ".venv" / "bin" / "uv").symlink_to(shutil.which("false") or "/bin/false")
     return tmp_path
 
 
