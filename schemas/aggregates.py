@@ -93,9 +93,13 @@ class TierAggregate(BaseModel):
     latest_completed_at: AwareDatetime = Field(description="completed_at of the newest run.")
     pass_rate: Statistics
     impl_rate: Statistics
-    cost_usd: Statistics
+    cost_usd: Statistics | None = Field(
+        description="Over the window's priced runs (`count` of them); null when none is."
+    )
     duration_seconds: Statistics
-    cost_of_pass: Statistics
+    cost_of_pass: Statistics | None = Field(
+        description="Over the window's priced runs, likewise; null when none is."
+    )
     composite_score: Statistics
     code_bleu: Statistics | None = Field(
         default=None, description="Over the window's runs that carry code; null when none does."

@@ -18,10 +18,8 @@ Grade = Literal["A", "B", "C", "D", "F"]
 DropDetector = Literal["pass_rate", "score"]
 """The sequential drop detectors of a tier: its runs' pass or fail, and their judge scores."""
 
-RejectReason = Literal[
-    "invalid_json", "schema", "unknown_model", "too_large", "processing_error", "state_error"
-]
-"""Why a message was dead-lettered: the first four are the input's fault and decided at the edge;
+RejectReason = Literal["invalid_json", "schema", "too_large", "processing_error", "state_error"]
+"""Why a message was dead-lettered: the first three are the input's fault and decided at the edge;
 `processing_error` is an exception the core raised on one event (detail: stage and error), and
 `state_error` a stored table value that could not be loaded or aggregated (it was reset)."""
 

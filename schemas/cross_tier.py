@@ -38,8 +38,13 @@ class CrossTierReport(BaseModel):
     impl_rate_variance: float = Field(
         description="Population variance of the tiers' median impl rates."
     )
-    cost_variance: float = Field(description="Population variance of the tiers' median costs.")
-    cost_delta: float = Field(description="Max minus min of the tiers' median costs (USD).")
+    cost_variance: float | None = Field(
+        description="Population variance of the priced tiers' median costs; null when no tier's "
+        "window has a priced run."
+    )
+    cost_delta: float | None = Field(
+        description="Max minus min of the priced tiers' median costs (USD); null likewise."
+    )
     pass_rate_difference: dict[str, Difference] = Field(
         description="Cumulative pass rate of every non-baseline tier minus the baseline's, with "
         "an anytime-valid confidence sequence; all of an experiment's pass-rate intervals hold "

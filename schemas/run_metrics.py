@@ -10,7 +10,8 @@ from schemas.common import OUTPUT_MODEL_CONFIG, ExtendedFloat, Grade
 
 
 class RunMetrics(BaseModel):
-    """One run's metrics. `cost_of_pass` is +inf ("Infinity") for a failed run."""
+    """One run's metrics. `cost_of_pass` is +inf ("Infinity") for a failed run; both costs are
+    null for a run that no source could price."""
 
     model_config = OUTPUT_MODEL_CONFIG
 
@@ -23,13 +24,15 @@ class RunMetrics(BaseModel):
     completed_at: AwareDatetime
     pass_rate: float
     impl_rate: float
-    cost_usd: float
-    cost_source: Literal["event", "pricing", "catalog"] = Field(
+    cost_usd: float | None = Field(
+        description="Null when no source could price the run (cost_source `unpriced`)."
+    )
+    cost_source: Literal["event", "pricing", "catalog", "unpriced"] = Field(
         description="What priced the run: its own cost_usd, the price table, or genai-prices' "
-        "catalog (the `prices` extra)."
+        "catalog (the `prices` extra); `unpriced` when none could."
     )
     duration_seconds: float
-    cost_of_pass: ExtendedFloat
+    cost_of_pass: ExtendedFloat | None = Field(description="Null for an unpriced run.")
     composite_score: float
     grade: Grade
     code_bleu: float | None = Field(

@@ -22,8 +22,10 @@ _COUNTS: Final = len(TierFigures._fields) - len(_MEDIANS)
 
 def figures_of_aggregate(aggregate: Mapping[str, Any]) -> TierFigures:
     """A tier's figures, read from its `TierAggregate` as JSON (what the windows stage sends);
-    an aggregate from before cumulative counts has none."""
-    composite, pass_rate, impl_rate, cost = (float(aggregate[name]["median"]) for name in _MEDIANS)
+    an aggregate from before cumulative counts has none, and one of an unpriced window no cost."""
+    composite, pass_rate, impl_rate = (float(aggregate[name]["median"]) for name in _MEDIANS[:3])
+    costs = aggregate["cost_usd"]  # null: no run of the window is priced
+    cost = None if costs is None else float(costs["median"])
     cumulative = aggregate.get("cumulative")
     if cumulative is None:
         return TierFigures(composite, pass_rate, impl_rate, cost)
@@ -55,10 +57,18 @@ def experiment_from_json(raw: bytes) -> ExperimentTiers:
                 f"{_COUNTS} counts"
             )
         medians, counts = values[: len(_MEDIANS)], values[len(_MEDIANS) :]
-        if not all(_median(v) for v in medians):
+        composite, pass_rate, impl_rate, cost = medians
+        if not all(_median(v) for v in (composite, pass_rate, impl_rate)) or not (
+            cost is None or _median(cost)  # None: the tier's window has no priced run
+        ):
             raise ValueError(f"experiment state of {tier} has a value that is not a median")
-        composite, pass_rate, impl_rate, cost = (float(v) for v in medians)
-        tiers[tier] = TierFigures(composite, pass_rate, impl_rate, cost, *_counts(tier, counts))
+        tiers[tier] = TierFigures(
+            float(composite),
+            float(pass_rate),
+            float(impl_rate),
+            None if cost is None else float(cost),
+            *_counts(tier, counts),
+        )
     return tiers
 
 

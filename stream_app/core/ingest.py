@@ -27,7 +27,7 @@ from schemas.dead_letter import (
 from schemas.run_completed import RunCompleted
 from schemas.run_metrics import RunMetrics
 from stream_app.core.config import CoreConfig
-from stream_app.metrics.run_metrics import UnknownModelError, compute_run_metrics
+from stream_app.metrics.run_metrics import compute_run_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +79,13 @@ def _evaluate_run(raw: bytes, config: CoreConfig) -> RunMetrics | Rejection:
     parsed = parse_run(raw, config.max_message_bytes)
     if isinstance(parsed, Rejection):
         return parsed
-    try:
-        return compute_run_metrics(
-            parsed,
-            config.price_table,
-            config.composite_weights,
-            config.grade_thresholds,
-            config.code_bleu.weights,
-        )
-    except UnknownModelError as exc:
-        return Rejection("unknown_model", {"model": exc.model, "error": str(exc)})
+    return compute_run_metrics(
+        parsed,
+        config.price_table,
+        config.composite_weights,
+        config.grade_thresholds,
+        config.code_bleu.weights,
+    )
 
 
 def make_dead_letter(

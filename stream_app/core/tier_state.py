@@ -308,7 +308,8 @@ def _checked_row(row: Any) -> list[Any]:
         raise ValueError("tier state row has a bad completed_at")
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("tier state row has a bad run_id")
-    required, optional = values[:6], values[6:]
+    required = (values[0], values[1], values[3], values[5])  # rates, duration, composite
+    optional = (values[2], values[4], *values[6:])  # the costs (unpriced) and code metrics
     if not all(_number(v) for v in required) or not all(v is None or _number(v) for v in optional):
         raise ValueError("tier state row has a value that is not a number")
     numbers = [float(v) if v is not None else None for v in values]

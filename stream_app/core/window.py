@@ -36,9 +36,9 @@ class WindowEntry(NamedTuple):
     run_id: str
     pass_rate: float
     impl_rate: float
-    cost_usd: float
+    cost_usd: float | None  # None: the run is unpriced
     duration_seconds: float
-    cost_of_pass: float
+    cost_of_pass: float | None
     composite_score: float
     code_bleu: float | None = None  # optional metrics last: older 8-field states still load
     test_pass_rate: float | None = None
@@ -61,7 +61,7 @@ class WindowEntry(NamedTuple):
             run["impl_rate"],
             run["cost_usd"],
             run["duration_seconds"],
-            float(run["cost_of_pass"]),
+            None if run["cost_of_pass"] is None else float(run["cost_of_pass"]),
             run["composite_score"],
             run.get("code_bleu"),
             run.get("test_pass_rate"),

@@ -11,7 +11,6 @@ from stream_app.metrics.pass_at_k import (
 from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, find_price
 from stream_app.metrics.run_metrics import (
     CompositeWeights,
-    UnknownModelError,
     composite_score,
     compute_run_metrics,
     cost_of_pass,
@@ -24,7 +23,6 @@ __all__ = [
     "CompositeWeights",
     "GradeThresholds",
     "ModelPrice",
-    "UnknownModelError",
     "assign_letter_grade",
     "calculate_pass_at_k",
     "calculate_pass_at_k_for_multiple",

@@ -28,7 +28,7 @@ class TierFigures(NamedTuple):
     composite_score: float
     pass_rate: float
     impl_rate: float
-    cost_usd: float
+    cost_usd: float | None  # None: no run of the tier's window was priced
     runs: int | None = None
     passes: int | None = None
     composite_sum: float | None = None
@@ -41,7 +41,7 @@ class TierFigures(NamedTuple):
             aggregate.composite_score.median,
             aggregate.pass_rate.median,
             aggregate.impl_rate.median,
-            aggregate.cost_usd.median,
+            aggregate.cost_usd.median if aggregate.cost_usd is not None else None,
             cumulative.runs,
             cumulative.passes,
             cumulative.composite_mean * cumulative.runs,
@@ -70,7 +70,7 @@ def cross_tier_report(
             for t in ordered_tiers
             if t != baseline_tier
         }
-    costs = [m.cost_usd for m in ordered]
+    costs = [m.cost_usd for m in ordered if m.cost_usd is not None]  # the priced tiers'
     pass_rate, composite = differences(figures, baseline_tier, confidence)
     return CrossTierReport(
         experiment_id=experiment_id,
@@ -79,8 +79,8 @@ def cross_tier_report(
         tier_uplift=uplift,
         pass_rate_variance=population_variance([m.pass_rate for m in ordered]),
         impl_rate_variance=population_variance([m.impl_rate for m in ordered]),
-        cost_variance=population_variance(costs),
-        cost_delta=max(costs) - min(costs),
+        cost_variance=population_variance(costs) if costs else None,
+        cost_delta=max(costs) - min(costs) if costs else None,
         pass_rate_difference=pass_rate,
         composite_difference=composite,
         difference_confidence=confidence,

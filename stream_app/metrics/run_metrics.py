@@ -35,24 +35,16 @@ class CompositeWeights(BaseModel):
 DEFAULT_WEIGHTS: Final = CompositeWeights()
 
 
-class UnknownModelError(LookupError):
-    """The event has no `cost_usd`, and neither the pricing table nor the catalog has its model."""
-
-    def __init__(self, model: str) -> None:
-        super().__init__(
-            f"model {model!r} is not in the pricing table or genai-prices' catalog, and the event "
-            "has no cost_usd"
-        )
-        self.model = model
-
-
 def pass_rate(passed: bool) -> float:
     """1.0 for a passed run, 0.0 otherwise."""
     return 1.0 if passed else 0.0
 
 
-def cost_of_pass(cost_usd: float, rate: float) -> float:
-    """What one pass costs (cost / pass_rate); +inf when the run did not pass."""
+def cost_of_pass(cost_usd: float | None, rate: float) -> float | None:
+    """What one pass costs (cost / pass_rate); +inf when the run did not pass; None (unknown)
+    when the run is unpriced."""
+    if cost_usd is None:
+        return None
     if rate == 0:
         return math.inf
     return cost_usd / rate
@@ -66,12 +58,15 @@ def composite_score(
     return (pass_rate_value * weights.pass_rate + impl_rate * weights.impl_rate) / total
 
 
-CostSource = Literal["event", "pricing", "catalog"]
+CostSource = Literal["event", "pricing", "catalog", "unpriced"]
 
 
-def run_cost_usd(run: RunCompleted, pricing: Mapping[str, ModelPrice]) -> tuple[float, CostSource]:
+def run_cost_usd(
+    run: RunCompleted, pricing: Mapping[str, ModelPrice]
+) -> tuple[float | None, CostSource]:
     """The run's cost and what priced it: the event's own cost, else the price table, else
-    genai-prices' catalog at the run's completion (`catalog_prices`)."""
+    genai-prices' catalog at the run's completion (`catalog_prices`). A run none of them can
+    price is kept, unpriced (None), not $0 and not refused: its pass and scores still count."""
     if run.cost_usd is not None:
         return run.cost_usd, "event"
     price = find_price(run.model, pricing)
@@ -79,7 +74,7 @@ def run_cost_usd(run: RunCompleted, pricing: Mapping[str, ModelPrice]) -> tuple[
         return price.cost_usd(run.tokens), "pricing"
     price = catalog_price(run.model, run.completed_at)
     if price is None:
-        raise UnknownModelError(run.model)
+        return None, "unpriced"
     return price.cost_usd(run.tokens), "catalog"
 
 
@@ -90,8 +85,8 @@ def compute_run_metrics(
     thresholds: GradeThresholds = DEFAULT_THRESHOLDS,
     code_bleu_weights: Mapping[str, float] | None = None,
 ) -> RunMetrics:
-    """Every per-run metric; raises UnknownModelError when the run cannot be priced. CodeBLEU and
-    the test pass rate when the run carries `code` and `tests`."""
+    """Every per-run metric; CodeBLEU and the test pass rate when the run carries `code` and
+    `tests`."""
     cost, source = run_cost_usd(run, pricing)
     rate = pass_rate(run.passed)
     impl = run.judgment.summary.weighted_score

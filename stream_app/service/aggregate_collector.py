@@ -36,8 +36,13 @@ OPTIONAL_STATS: Final[Mapping[TierField, str]] = {
     "code_bleu": "evalstream_tier_code_bleu",
     "test_pass_rate": "evalstream_tier_test_pass_rate",
 }
+PRICED: Final = frozenset({"cost_usd", "cost_of_pass"})
+"""The fields over the window's priced runs only (absent while none is)."""
 TIER_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
-    *((n, f"{f} statistics over the tier's window") for f, n in TIER_STATS.items()),
+    *(
+        (n, f"{f} statistics over the tier's window" + ("'s priced runs" if f in PRICED else ""))
+        for f, n in TIER_STATS.items()
+    ),
     *(
         (n, f"{f} statistics over the window's runs that have it")
         for f, n in OPTIONAL_STATS.items()
@@ -70,8 +75,11 @@ EXPERIMENT_VALUES: Final = {  # name: (report field, help)
         "impl_rate_variance",
         "Variance of tier median impl rates",
     ),
-    "evalstream_experiment_cost_variance": ("cost_variance", "Variance of tier median costs"),
-    "evalstream_experiment_cost_delta_usd": ("cost_delta", "Max - min of tier median costs"),
+    "evalstream_experiment_cost_variance": (
+        "cost_variance",
+        "Variance of the priced tiers' median costs",
+    ),
+    "evalstream_experiment_cost_delta_usd": ("cost_delta", "Max - min of priced tier median costs"),
 }
 EXPERIMENT_FAMILIES: Final[tuple[tuple[str, str], ...]] = (
     (
@@ -184,7 +192,9 @@ def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
         uplift,
         difference,
         *(
-            f'{name}{{experiment="{exp}"}} {number(getattr(report, field))}\n'
+            f'{name}{{experiment="{exp}"}} {number(value)}\n'
+            if (value := getattr(report, field)) is not None  # the costs, with no tier priced
+            else ""
             for name, (field, _) in EXPERIMENT_VALUES.items()
         ),
     )

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas.aggregates import TierAggregate
+from schemas.aggregates import Statistics, TierAggregate
 from schemas.common import tier_sort_key
 from schemas.cross_tier import CrossTierReport
 from schemas.grade_change import GradeChange
@@ -144,8 +144,11 @@ def _compared_cell(
     return paint(cell, "32" if difference.estimate > 0 else "31") + " " * mark
 
 
-def _money(value: float) -> str:
-    return "never passes" if math.isinf(value) else f"${value:.4f}"
+def _money(stats: Statistics | None) -> str:
+    """A cost of pass's median, or `unpriced` while no run of the window is priced."""
+    if stats is None:
+        return "unpriced"
+    return "never passes" if math.isinf(stats.median) else f"${stats.median:.4f}"
 
 
 def _uplift(report: CrossTierReport | None, tier: str) -> str:
@@ -268,7 +271,7 @@ def render(state: LiveState, header: str, colour: bool, now: float | None = None
             f"{agg.composite_score.median:>9.3f} "
             f"{pass_rate_text(agg.cumulative):>{PASS_RATE_WIDTH}} "
             f"{_difference_cell(tier, report, cell_paint)} "
-            f"{_uplift(report, tier):>7} {_money(agg.cost_of_pass.median):>12}"
+            f"{_uplift(report, tier):>7} {_money(agg.cost_of_pass):>12}"
         )
         if highlight is not None:
             arrow = "▼" if highlight.direction == "drop" else "▲"

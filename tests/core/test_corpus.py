@@ -29,7 +29,7 @@ def test_corpus_has_the_cases_the_issue_lists() -> None:
         "huge-integer",
         "completed-before-started",
         "naive-timestamp",
-        "unknown-model-without-cost",
+        "unpriced-model-without-cost",
         "over-size-limit",
         "deep-nesting",
         "empty-message",

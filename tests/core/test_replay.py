@@ -55,6 +55,7 @@ def test_sample_matches_the_oracle() -> None:
         assert agg.run_ids == exp["run_ids"]
         assert agg.composite_score.median == pytest.approx(exp["composite_median"], abs=1e-12)
         assert agg.composite_score.std_dev == pytest.approx(exp["composite_pstdev"], abs=1e-12)
+        assert agg.cost_usd is not None  # every bundled run is priced
         assert agg.cost_usd.mean == pytest.approx(exp["cost_mean"], rel=1e-12)
         assert agg.pass_rate.mean == pytest.approx(exp["pass_mean"], abs=1e-12)
         n = agg.runs
@@ -115,14 +116,16 @@ def test_sorting_rejections_blank_lines_and_counts() -> None:
     report = replay_lines([line + b"\n" for line in lines], CONFIG)
     assert [(t.experiment_id, t.tier) for t in report.tiers] == [
         ("alpha", "T0"),
+        ("alpha", "T1"),
         ("zeta", "T2"),
         ("zeta", "T10"),
     ]
+    unpriced = report.tiers[1]  # its model priced by no source: kept, its costs unknown
+    assert (unpriced.cost_usd, unpriced.cost_of_pass, unpriced.pass_rate.mean) == (None, None, 1)
     assert [c.experiment_id for c in report.cross_tier] == ["alpha", "zeta"]
-    assert [(r.line, r.reason) for r in report.rejected] == [
-        (4, "invalid_json"),
-        (7, "unknown_model"),
-    ]
+    alpha = report.cross_tier[0]  # the spread of costs is the priced tiers' (T0's alone)
+    assert (alpha.cost_variance, alpha.cost_delta) == (0.0, 0.0)
+    assert [(r.line, r.reason) for r in report.rejected] == [(4, "invalid_json")]
     assert report.ignored.duplicate == 1
     assert report.cross_tier[1].tier_uplift == {}  # zeta has no T0
 
@@ -141,7 +144,9 @@ def test_late_runs_are_counted() -> None:
 def test_all_failed_tier_reports_infinite_cost_of_pass_as_string() -> None:
     events = [encode(make_event(run_id=f"r{i}", passed=False)) for i in range(3)]
     report = replay_lines(events, CONFIG)
-    assert report.tiers[0].cost_of_pass.median == math.inf
+    cost_of_pass = report.tiers[0].cost_of_pass
+    assert cost_of_pass is not None
+    assert cost_of_pass.median == math.inf
     text = report.model_dump_json()
     assert '"median":"Infinity"' in text
     assert "NaN" not in text

@@ -61,6 +61,26 @@ def test_duplicates_change_nothing_and_state_round_trips() -> None:
     assert split_tier_key(tier_key("exp/with/slashes", "T10")) == ("exp/with/slashes", "T10")
 
 
+def test_unpriced_runs_round_trip_and_only_their_costs_may_be_null() -> None:
+    """An unpriced run's costs are stored as null and load back; a null anywhere else (a rate,
+    the duration, the composite) is a corrupt state, refused."""
+    state = TierState.empty("e", "T1", CONFIG.window_size)
+    state.apply(run(0, True), CONFIG)
+    state.apply(run(1, True)._replace(cost_usd=None, cost_of_pass=None), CONFIG)
+    again = TierState.from_json("e", "T1", CONFIG.window_size, state.to_json())
+    assert again.window.entries == state.window.entries
+    aggregate = again.aggregate(CONFIG)
+    assert aggregate.cost_usd is not None
+    assert aggregate.cost_usd.count == 1
+    data = json.loads(state.to_json())
+    for field in (2, 3, 5, 7):  # pass rate, impl rate, duration, composite
+        row = list(data["window"][0])
+        row[field] = None
+        bad = {**data, "window": [row, *data["window"][1:]]}
+        with pytest.raises(ValueError, match="not a number"):
+            TierState.from_json("e", "T1", CONFIG.window_size, json.dumps(bad).encode())
+
+
 def test_a_state_of_a_format_no_release_wrote_is_refused() -> None:
     """Version 1 (before totals and drop detectors), and version 2's earlier records (one drop
     reference, rows of 10 fields, no suite feed), are refused: the stage quarantines them

@@ -106,6 +106,8 @@ def test_corpus_through_a_live_worker(
     aggs, _ = expected_outputs(settings, all_lines)
     corpus_tier = aggs[b"corpus/T1"]
     assert corpus_tier["run_ids"] == [f"corpus/late-window-{i}" for i in range(10)]
+    unpriced = aggs[b"corpus/T9"]  # a model no source prices: its tier is kept, costs unknown
+    assert (unpriced["runs"], unpriced["cost_usd"], unpriced["cost_of_pass"]) == (1, None, None)
 
     # The duplicate and late cases change no output: wait for the counters themselves.
     wait_until(
@@ -118,7 +120,7 @@ def test_corpus_through_a_live_worker(
     )
     m = worker.metrics()
     expected_reasons = Counter(e["expected"] for e in rejections)
-    for reason in ("invalid_json", "schema", "unknown_model", "too_large"):
+    for reason in ("invalid_json", "schema", "too_large"):
         assert (
             m[("evalstream_runs_rejected_total", (("reason", reason),))] == expected_reasons[reason]
         )

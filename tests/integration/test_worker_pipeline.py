@@ -30,18 +30,20 @@ BAD: dict[str, bytes] = {
     "invalid_json": b'{"run_id": "broken", ',
     "not_utf8": b"\xff\xfe\x00\x80 not text",
     "schema": encode(make_event(run_id="bad-bool", passed=1)),
-    "unknown_model": encode(make_event(run_id="no-price", model="mystery-9", cost_usd=None)),
     "too_large": encode(make_event(run_id="huge", subtest="x" * 2000)),
 }
 REASONS = {
     "invalid_json": "invalid_json",
     "not_utf8": "invalid_json",
     "schema": "schema",
-    "unknown_model": "unknown_model",
     "too_large": "too_large",
 }
+UNPRICED = encode(  # a model no source prices: an experiment of its own, its costs unknown
+    make_event(run_id="no-price", experiment_id="unpriced", model="mystery-9", cost_usd=None)
+)
+RUNS = [*SAMPLE, UNPRICED]
 DUPLICATES = SAMPLE[:20]
-STREAM = SAMPLE[:100] + list(BAD.values()) + SAMPLE[100:] + DUPLICATES
+STREAM = SAMPLE[:100] + list(BAD.values()) + [UNPRICED] + SAMPLE[100:] + DUPLICATES
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setting
             settings = settings_for(broker, max_message_bytes=1500)
             produce_lines(settings, STREAM)
             wait_until(
-                lambda: outputs_equal_replay(settings, SAMPLE),
+                lambda: outputs_equal_replay(settings, RUNS),
                 timeout=60,
                 what="tier-aggregates and cross-tier-reports equal to replay",
             )
@@ -79,11 +81,14 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setting
 
 def test_last_outputs_equal_replay(pipeline: tuple[Settings, Worker]) -> None:
     settings, _ = pipeline
-    aggs, cross = expected_outputs(settings, SAMPLE)
+    aggs, cross = expected_outputs(settings, RUNS)
     assert latest(settings, settings.topics.aggregates) == aggs
     assert latest(settings, settings.topics.cross_tier) == cross
-    assert len(aggs) == 21
-    assert len(cross) == 3
+    assert len(aggs) == 22
+    assert len(cross) == 4
+    unpriced = aggs[b"unpriced/T0"]
+    assert (unpriced["cost_usd"], unpriced["cost_of_pass"]) == (None, None)
+    assert cross[b"unpriced"]["cost_delta"] is None
 
 
 def test_every_rejection_is_dead_lettered_byte_exact(pipeline: tuple[Settings, Worker]) -> None:
@@ -112,7 +117,7 @@ def test_every_rejection_is_dead_lettered_byte_exact(pipeline: tuple[Settings, W
 def test_metrics_describe_the_known_input(pipeline: tuple[Settings, Worker]) -> None:
     settings, worker = pipeline
     m = worker.metrics()
-    total = len(SAMPLE) + len(BAD) + len(DUPLICATES)
+    total = len(RUNS) + len(BAD) + len(DUPLICATES)
     assert m[("evalstream_runs_received_total", ())] == total
     for name, reason in REASONS.items():
         expected = sum(1 for n, r in REASONS.items() if r == reason)
@@ -131,7 +136,8 @@ def test_metrics_describe_the_known_input(pipeline: tuple[Settings, Worker]) -> 
     def gauge(name: str, **labels: str) -> float:
         return m[(name, tuple(sorted(labels.items())))]
 
-    aggs, cross = expected_outputs(settings, SAMPLE)
+    aggs, cross = expected_outputs(settings, RUNS)
+    series = {(name, dict(labels).get("experiment")) for name, labels in m}
     for agg in aggs.values():
         tier = {"experiment": agg["experiment_id"], "tier": agg["tier"]}
         assert gauge("evalstream_tier_grade_points", **tier) == grade_points(agg["grade"])
@@ -139,13 +145,20 @@ def test_metrics_describe_the_known_input(pipeline: tuple[Settings, Worker]) -> 
         for stat in ("median", "mean", "mode", "min", "max", "std_dev"):
             value = gauge("evalstream_tier_composite_score", **tier, stat=stat)
             assert value == agg["composite_score"][stat]
-        cost_of_pass = gauge("evalstream_tier_cost_of_pass_usd", **tier, stat="max")
-        assert cost_of_pass == float(agg["cost_of_pass"]["max"])
+        if agg["cost_of_pass"] is None:  # unpriced: no cost series at all, never a $0
+            for name in ("evalstream_tier_cost_usd", "evalstream_tier_cost_of_pass_usd"):
+                assert (name, agg["experiment_id"]) not in series
+        else:
+            cost_of_pass = gauge("evalstream_tier_cost_of_pass_usd", **tier, stat="max")
+            assert cost_of_pass == float(agg["cost_of_pass"]["max"])
         for k, value in agg["pass_at_k"].items():
             assert gauge("evalstream_tier_pass_at_k", **tier, k=k) == value
     for report in cross.values():
         exp = {"experiment": report["experiment_id"]}
-        assert gauge("evalstream_experiment_cost_delta_usd", **exp) == report["cost_delta"]
+        if report["cost_delta"] is None:
+            assert ("evalstream_experiment_cost_delta_usd", exp["experiment"]) not in series
+        else:
+            assert gauge("evalstream_experiment_cost_delta_usd", **exp) == report["cost_delta"]
         variance = gauge("evalstream_experiment_pass_rate_variance", **exp)
         assert variance == report["pass_rate_variance"]
         for tier_name, uplift in report["tier_uplift"].items():

@@ -8,7 +8,6 @@ from schemas import RunCompleted
 from stream_app.metrics.pricing import DEFAULT_PRICING, ModelPrice, find_price
 from stream_app.metrics.run_metrics import (
     CompositeWeights,
-    UnknownModelError,
     composite_score,
     compute_run_metrics,
     cost_of_pass,
@@ -91,12 +90,19 @@ def test_explicit_cache_prices_override_multipliers() -> None:
     assert compute_run_metrics(run(cost_usd=None, model="m", tokens=tokens), table).cost_usd == 2.0
 
 
-def test_unknown_model_without_cost_is_an_error_but_with_cost_is_fine() -> None:
-    with pytest.raises(UnknownModelError, match="not-a-model"):
-        compute_run_metrics(run(cost_usd=None, model="not-a-model"), DEFAULT_PRICING)
-    assert (
-        compute_run_metrics(run(cost_usd=1.5, model="not-a-model"), DEFAULT_PRICING).cost_usd == 1.5
+def test_a_model_no_source_prices_is_unpriced_not_free_and_its_own_cost_prices_it() -> None:
+    unpriced = compute_run_metrics(run(cost_usd=None, model="not-a-model"), DEFAULT_PRICING)
+    assert (unpriced.cost_usd, unpriced.cost_of_pass, unpriced.cost_source) == (
+        None,
+        None,
+        "unpriced",
     )
+    assert unpriced.pass_rate == 1.0
+    assert unpriced.grade == "B"
+    failed = compute_run_metrics(run(cost_usd=None, model="not-a-model", passed=False), {})
+    assert failed.cost_of_pass is None  # unknown, not the +inf of a priced failure
+    own = compute_run_metrics(run(cost_usd=1.5, model="not-a-model"), DEFAULT_PRICING)
+    assert (own.cost_usd, own.cost_source) == (1.5, "event")
 
 
 def test_model_lookup_is_case_insensitive_and_ignores_snapshot_dates() -> None:
@@ -121,8 +127,8 @@ def test_a_model_the_table_lacks_is_priced_at_the_catalogs_base_rates() -> None:
     assert m.cost_usd == pytest.approx(1.25)
     whole = calc_price(Usage(input_tokens=1_000_000), "gemini-1.5-pro").total_price
     assert float(whole) == pytest.approx(2.5)  # its tier, applied to the run's total
-    with pytest.raises(UnknownModelError, match="genai-prices"):
-        compute_run_metrics(run(cost_usd=None, model="acme/nonesuch-7"), DEFAULT_PRICING)
+    nonesuch = compute_run_metrics(run(cost_usd=None, model="acme/nonesuch-7"), DEFAULT_PRICING)
+    assert (nonesuch.cost_usd, nonesuch.cost_source) == (None, "unpriced")
 
 
 def test_a_harness_provider_prefix_is_looked_past() -> None:

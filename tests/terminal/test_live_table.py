@@ -411,3 +411,17 @@ def test_the_suite_legend_says_one_experiment_as_the_detectors_do() -> None:
 
     assert MIN_EXPERIMENTS == 2
     assert any("a suite of one experiment never pages" in line for line in SUITE_LEGEND)
+
+
+def test_a_tier_no_source_prices_says_unpriced_not_a_cost() -> None:
+    lines = [
+        encode(make_event(run_id=f"exp/T1/{n}", tier="T1", model="mystery-9", cost_usd=None))
+        for n in range(3)
+    ]
+    report = replay_lines([encode(make_event(run_id="exp/T0/0")), *lines], load_settings())
+    state = LiveState()
+    for agg in report.tiers:
+        state.aggregates[(agg.experiment_id, agg.tier)] = agg
+    text = render(state, "header", colour=False)
+    assert row(text, "T1").rstrip().endswith("unpriced"), row(text, "T1")
+    assert row(text, "T0").rstrip().endswith("$0.5000"), row(text, "T0")  # its event's cost
