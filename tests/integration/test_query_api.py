@@ -4,6 +4,7 @@ identical to the latest aggregates, reports and suite tiers on the output topics
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +21,10 @@ import pytest
 from schemas.common import tier_sort_key
 from stream_app.service.settings import Settings
 from tests.helpers import SAMPLE_FILE, encode, make_event
+from tests.integration.conftest import NAMESPACES, own_namespace
 from tests.integration.harness import (
+    TEST_BROKER,
+    Broker,
     Worker,
     latest,
     make_broker,
@@ -62,13 +68,45 @@ def quoted(experiment: str) -> str:
     return urllib.parse.quote(experiment, safe="").replace(".", "%2E")
 
 
+@contextlib.contextmanager
+def module_broker(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Broker]:
+    """The module's broker: on Apache Kafka the session's shared one, in a namespace of the
+    module's own (as the `broker` fixture gives a test), since starting one cost seconds; on
+    Tansu one of its own."""
+    if TEST_BROKER != "kafka":
+        with make_broker(workdir / "broker.log") as broker:
+            yield broker
+        return
+    shared: Broker = request.getfixturevalue("shared_kafka")
+    if shared.process is None or shared.process.poll() is not None:
+        pytest.fail("the session's shared broker is gone: a test stopped it")
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in own_namespace(next(NAMESPACES)).items():
+            env.setenv(name, value)
+        yield shared
+
+
+def stop_together(workers: list[Worker]) -> None:
+    """Stop the workers at once: each takes about a second to leave its group and close, and
+    one after the other that was a second of waiting per worker."""
+    with ThreadPoolExecutor(len(workers)) as pool:
+        list(pool.map(Worker.stop, workers))
+
+
 @pytest.fixture(scope="module")
 def group(
-    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Settings, list[Worker]]]:
+    """Two workers with every line processed, made once for the module: its tests only read
+    them (GET and `stream-app status`), so none can change what another sees. A heartbeat
+    every 0.5 s: the second worker's join waits for the first one's next heartbeat (3 s by
+    default), and nothing asserted here depends on it."""
     workdir = tmp_path_factory.mktemp("query-api")
-    with make_broker(workdir / "broker.log") as broker:
-        workers = [Worker(broker, workdir, name) for name in ("w1", "w2")]
+    with module_broker(request, workdir) as broker:
+        workers = [
+            Worker(broker, workdir, name, EVALSTREAM_HEARTBEAT_INTERVAL_S="0.5")
+            for name in ("w1", "w2")
+        ]
         try:
             for worker in workers:
                 worker.start()
@@ -89,8 +127,7 @@ def group(
             wait_until(both_own_some, timeout=60, what="both workers ready and owning experiments")
             yield settings, workers
         finally:
-            for worker in workers:
-                worker.stop()
+            stop_together(workers)
 
 
 def test_every_key_is_answered_by_either_worker_as_on_the_output_topics(
