@@ -141,6 +141,21 @@ def test_late_runs_are_counted() -> None:
     assert report.tiers[0].run_ids == [f"r{i}" for i in range(2, 12)]
 
 
+def test_a_run_sent_again_after_leaving_the_window_counts_once() -> None:
+    """A hook and a watcher of the same logs both send a run, the second maybe much later: once
+    the run has left the window its repeat is late, and no count moves."""
+    base = datetime.fromisoformat("2026-01-05T09:00:00+00:00")
+    events = []
+    for i in range(12):
+        t = base.replace(minute=i).isoformat()
+        events.append(encode(make_event(run_id=f"r{i}", started_at=t, completed_at=t)))
+    once = replay_lines(events, CONFIG)
+    again = replay_lines(events + events[:2], CONFIG)  # r0 and r1 long gone from the window
+    assert again.ignored.late == 2
+    assert again.tiers == once.tiers  # cumulative counts included
+    assert again.tiers[0].cumulative.runs == 12
+
+
 def test_all_failed_tier_reports_infinite_cost_of_pass_as_string() -> None:
     events = [encode(make_event(run_id=f"r{i}", passed=False)) for i in range(3)]
     report = replay_lines(events, CONFIG)
