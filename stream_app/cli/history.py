@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from schemas.replay_report import SkippedRun
+from stream_app.sources.skipped import skipped_lines
 from stream_app.cli import options
 from stream_app.cli.command import Command
 from stream_app.core.replay import Replay
@@ -86,7 +87,5 @@ def say_skipped(command: str, rejected: int, skipped: list[SkippedRun]) -> None:
     """What a replay left out, on stderr (the document on stdout has the details)."""
     if rejected:
         print(f"stream-app {command}: {rejected} line(s) rejected", file=sys.stderr)
-    for run in skipped:
-        print(
-            f"stream-app {command}: skipped {run.path}: {run.reason}: {run.detail}", file=sys.stderr
-        )
+    for line in skipped_lines(skipped):
+        print(f"stream-app {command}: {line}", file=sys.stderr)

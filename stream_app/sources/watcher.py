@@ -30,6 +30,7 @@ from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_d
 from stream_app.sources.scylla.run_event import RunEvent
 from stream_app.sources.scylla.scanner import Counts, Scanner
 from stream_app.sources.scylla.watch_state import WatchState, default_state_path
+from stream_app.sources.skipped import skipped_lines
 
 PUBLISH_CHUNK: Final = 500
 """Runs sent before their acknowledgements are awaited and recorded."""
@@ -252,8 +253,8 @@ class Watcher:
 
     async def _publish(self, producer: AIOKafkaProducer, stop: asyncio.Event | None = None) -> None:
         ready, skipped = self.scanner.take()
-        for problem in skipped:
-            self._say(problem.line())
+        for line in skipped_lines(skipped):
+            self._say(line)
         for start in range(0, len(ready), PUBLISH_CHUNK):
             chunk = ready[start : start + PUBLISH_CHUNK]
             await self._send(producer, chunk, stop)

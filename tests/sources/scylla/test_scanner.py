@@ -10,6 +10,7 @@ import pytest
 
 from stream_app.sources.scylla.scanner import Scanner, Status
 from stream_app.sources.scylla.watch_state import WatchState, default_state_path
+from stream_app.sources.skipped import skipped_lines
 from tests.scylla_dirs import Run, make_experiment, run_dir, write_json, write_run
 
 
@@ -45,7 +46,7 @@ def test_complete_in_progress_and_malformed_runs_of_several_experiments(tmp_path
     assert json.loads(ready[1].payload)["model"] == "claude-sonnet-4-5-20250929"
     assert [(s.path, s.reason) for s in skipped] == [(bad, "missing_field")]
     assert "judge_passed" in skipped[0].detail
-    assert str(bad) in skipped[0].line()
+    assert skipped_lines(skipped) == [f"skipped {bad}: missing_field: {skipped[0].detail}"]
     counts = scan.counts()
     assert (counts.found, counts.published, counts.skipped, counts.waiting) == (4, 0, 1, 0)
     # Not yet published: handed out again; the malformed run is not reported again.
