@@ -7,7 +7,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import ConfigDict, StringConstraints, WithJsonSchema
 
-TIER_PATTERN: Final = r"^T[0-9]{1,2}$"
+TIER_PATTERN: Final = r"^T(?:0|[1-9][0-9]?)$"
+"""`T0` ... `T99`, one spelling each: `T01` would otherwise be a tier apart from `T1`."""
 _TIER_RE: Final = re.compile(TIER_PATTERN)
 
 TierName = Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
@@ -47,7 +48,7 @@ unknown fields ignored when read back so that consumers survive additive schema 
 
 
 def tier_sort_key(tier: str) -> tuple[int, str]:
-    """Order tiers numerically (T2 < T10); the name breaks ties between `T1` and `T01`."""
+    """Order tiers numerically (T2 < T10)."""
     if not _TIER_RE.match(tier):
         raise ValueError(f"not a tier name: {tier!r}")
     return int(tier[1:]), tier

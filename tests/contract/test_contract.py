@@ -48,6 +48,8 @@ def test_real_sample_event_is_accepted() -> None:
         ("experiment_id", ""),
         ("tier", "t1"),
         ("tier", "T100"),
+        ("tier", "T01"),  # one spelling per tier: else a tier apart from T1
+        ("tier", "T00"),
         ("tier", "T"),
         ("tier", "Tier1"),
         ("tier", ...),
@@ -214,7 +216,7 @@ def test_json_schema_describes_the_contract() -> None:
         "started_at",
         "completed_at",
     }
-    assert schema["properties"]["tier"]["pattern"] == "^T[0-9]{1,2}$"
+    assert schema["properties"]["tier"]["pattern"] == "^T(?:0|[1-9][0-9]?)$"
     aggregate = json.loads(render()["tier-aggregate.schema.json"])
     mean = aggregate["$defs"]["Statistics"]["properties"]["mean"]
     assert {"type": "string", "enum": ["Infinity"]} in mean["anyOf"]
