@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from schemas.replay_report import SkippedRun
-from stream_app.sources.skipped import skipped_lines
 from stream_app.cli import options
 from stream_app.cli.command import Command
 from stream_app.core.replay import Replay
 from stream_app.errors import UserError, unreadable
 from stream_app.service.settings import Settings
+from stream_app.sources.skipped import skipped_lines
 
 
 class HistoryCommand(Command):

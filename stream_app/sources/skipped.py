@@ -18,13 +18,16 @@ class Said(Protocol):
     """A skipped run as a source reports it, or as a replay report lists it."""
 
     @property
-    def path(self) -> object: ...
+    def path(self) -> object:
+        """The run directory, log or file."""
 
     @property
-    def reason(self) -> str: ...
+    def reason(self) -> str:
+        """A short code."""
 
     @property
-    def detail(self) -> str: ...
+    def detail(self) -> str:
+        """One line."""
 
 
 class NoEvent(Exception):
@@ -43,7 +46,6 @@ class Skipped:
     path: Path
     reason: str
     detail: str
-
 
 
 def skipped_lines(skipped: Iterable[Said]) -> list[str]:
