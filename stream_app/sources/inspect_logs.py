@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,6 +29,10 @@ NOT_LOGS: Final = frozenset({"logs.json", "eval-set.json"})
 """What `eval_set` writes beside its logs: an index and its own state, not logs."""
 SCORE_WORDS: Final = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 """inspect_ai's CORRECT, INCORRECT, PARTIAL and NOANSWER."""
+MAX_LOG_READ_BYTES: Final = 512 * 2**20
+"""The most a log may make inspect_ai's reader take in: a `.json` log's size, an `.eval`'s members
+but the samples' (which the summaries spare), uncompressed. A zip declaring more (a bomb, or a
+log no machine here should parse whole) is skipped, not read into memory."""
 
 
 def log_files(root: Path) -> list[Path]:
@@ -101,6 +106,15 @@ def sample_of(summary: Any, model: str) -> SampleResult:
     )
 
 
+def read_size(path: Path) -> int:
+    """What reading `path`'s header and summaries takes in, by the sizes the file declares (a
+    zip member never yields more than its declared size: zipfile stops there)."""
+    if path.suffix != ".eval":
+        return path.stat().st_size
+    with zipfile.ZipFile(path) as archive:
+        return sum(i.file_size for i in archive.infolist() if not i.filename.startswith("samples/"))
+
+
 def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """The finished samples of one log as events (a sample still running is left for a later
     read), and what made none."""
@@ -108,6 +122,13 @@ def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], l
         from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
     except ImportError:
         raise UserError(INSTALL_HINT) from None
+    try:
+        size = read_size(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        return [], [Skipped(path, "unreadable_log", str(exc) or type(exc).__name__)]
+    if size > MAX_LOG_READ_BYTES:
+        detail = f"reading it takes in {size:,} bytes, over {MAX_LOG_READ_BYTES:,}"
+        return [], [Skipped(path, "too_large", detail)]
     try:
         header = header_of(read_eval_log(str(path), header_only=True).eval)
         summaries = read_eval_log_sample_summaries(str(path))
