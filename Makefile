@@ -24,9 +24,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml Makefile | $(BIN)/python
-	@# Neither byte-compiles what it installs: Python compiles what it imports, once, on first use.
+	@# uv byte-compiles what it installs, in parallel: where PYTHONDONTWRITEBYTECODE is set (as in
+	@# many CI images) Python never caches what it compiles, and every process would compile every
+	@# module it imports, every time (a second of CPU per worker started, twice that for inspect_ai).
 	$(BIN)/python -m pip install --quiet --no-compile '$(UV)'
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,embedded,inspect,prices]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,embedded,inspect,prices]'
 	@touch $@
 
 install: $(STAMP) ## create .venv and install evalstream with its dev, embedded, inspect and prices extras
@@ -60,7 +62,7 @@ tools: ## Apache Kafka (Maven), Prometheus, promtool, amtool and bubblewrap into
 	-@scripts/install-sandbox.sh
 
 test-fast: $(STAMP) ## every test but the integration tests (no broker, no worker)
-	$(BIN)/pytest -m "not integration" -n 2
+	$(BIN)/pytest -m "not integration" -n 2 --dist loadgroup
 
 test-pythons: $(STAMP) ## the unit and property tests (all of them) on every other supported CPython found (python3.X or pyenv), each in .venv-3.X
 	scripts/test-pythons.sh

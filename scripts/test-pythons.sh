@@ -85,7 +85,7 @@ for version in $supported; do
             # --clear: a venv whose interpreter went away (a pyenv upgrade) is made anew. .venv's
             # uv installs (make install put it there): pip is not needed in these.
             "$python" -m venv --clear --without-pip "$venv" &&
-                .venv/bin/uv pip install --quiet --python "$venv/bin/python" -e '.[dev,embedded]' &&
+                .venv/bin/uv pip install --quiet --compile-bytecode --python "$venv/bin/python" -e '.[dev,embedded]' &&
                 touch "$venv/.installed" || { echo "Python $version: could not make $venv"; status=1; continue; }
         fi
     fi
@@ -99,6 +99,7 @@ for version in $supported; do
             touch "$JUNIT_DIR/python-$version.expected"
             report=(--junitxml "$JUNIT_DIR/python-$version.xml")
         fi
+        "$venv/bin/python" -m compileall -q -j 0 stream_app schemas tests >/dev/null  # see test-suite.py
         echo "== tests ($mark) on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())') ($venv) =="
         "$venv/bin/pytest" -m "$mark" -q -p no:cacheprovider "${report[@]}" || status=1
     fi

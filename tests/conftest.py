@@ -15,8 +15,9 @@ FIRST = (HERE / "integration",)  # long and mostly waiting: started first, the r
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The integration tests first, then the seeded simulations, then the rest, each in its
-    order: pytest-xdist hands tests out one at a time (`--maxschedchunk 1`, scripts/
-    test-suite.py), so the long ones start early and the short ones even out the end."""
+    order: pytest-xdist hands tests out one at a time (`--dist loadgroup`, scripts/
+    test-suite.py; a module marked `xdist_group` goes whole to one worker, before the rest),
+    so the long ones start early and the short ones even out the end."""
 
     def rank(item: pytest.Item) -> int:
         if any(folder in item.path.parents for folder in FIRST):

@@ -2,12 +2,14 @@
 the prompt (`offline/<model>`, registered on import), two tasks, one sample that errors, and
 `python -m tests.inspect_evals LOGDIR` running both tasks for two tiers (by `--metadata
 tier`), two epochs each, into LOGDIR: T0's logs as `.eval` files, T1's as `.json`. The
-stronger model (its name says `sonnet`) is always right; the other on even first terms only."""
+stronger model (its name says `sonnet`) is always right; the other on even first terms only.
+`--retried DIR` writes the logs of `retried` into DIR, alone or after LOGDIR's in the same
+process: importing inspect_ai and its first eval cost most of a run's seconds."""
 
 from __future__ import annotations
 
+import argparse
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +121,13 @@ def main(log_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--retried":
-        retried(sys.argv[2])
-    else:
-        main(sys.argv[1])
+    parser = argparse.ArgumentParser(prog="python -m tests.inspect_evals")
+    parser.add_argument("log_dir", nargs="?", metavar="LOGDIR", help="where both tiers' logs go")
+    parser.add_argument("--retried", metavar="DIR", help="where `retried`'s logs go")
+    args = parser.parse_args()
+    if args.log_dir is None and args.retried is None:
+        parser.error("LOGDIR, --retried DIR or both")
+    if args.log_dir is not None:
+        main(args.log_dir)
+    if args.retried is not None:
+        retried(args.retried)

@@ -18,9 +18,14 @@ from schemas.backtest_report import BacktestReport
 from stream_app.synthetic import SCORE_DROP, Drop, synthetic_events, synthetic_lines
 from tests.scylla_dirs import write_event_as_run
 
+# One worker runs the module: its fixtures are made once, not once per pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("cli-backtest")
+
 STREAM_APP = shutil.which("stream-app") or str(Path(sys.executable).parent / "stream-app")
 REAL_RUNS = Path(__file__).resolve().parents[2] / "stream_app" / "data" / "scylla-runs.jsonl"
-RUNS = 21 * 600  # 600 runs a tier: the drop, from the 300th, is seen well before the end
+RUNS = 21 * 300
+"""300 runs a tier: the drop, from the 150th, pages 10 (pass rate) or 32 (score) runs later,
+well before the end; more runs would only slow each backtest of the file."""
 
 
 def run(
@@ -52,8 +57,20 @@ def score_drop_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _write(tmp_path_factory.mktemp("backtest") / "score-drop.jsonl", SCORE_DROP)
 
 
-def test_real_runs_page_nothing_and_say_why() -> None:
-    proc = run("backtest", str(REAL_RUNS))
+@pytest.fixture(scope="module")
+def drop_json(drop_file: Path) -> subprocess.CompletedProcess[bytes]:
+    """`backtest DROP_FILE --json`: two tests read the one run of it."""
+    return run("backtest", str(drop_file), "--json")
+
+
+@pytest.fixture(scope="module")
+def real_text() -> subprocess.CompletedProcess[bytes]:
+    """`backtest` of the bundled real runs, as text: two tests read the one run of it."""
+    return run("backtest", str(REAL_RUNS))
+
+
+def test_real_runs_page_nothing_and_say_why(real_text: subprocess.CompletedProcess[bytes]) -> None:
+    proc = real_text
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == b""
     out = proc.stdout.decode()
@@ -71,9 +88,11 @@ def test_real_runs_page_nothing_and_say_why() -> None:
     assert "\n0 pages in 0 of 21 tiers, 1080 runs (0 rejected, 0 ignored)\nnote: " in out
 
 
-def test_a_drop_pages_once_at_the_run_that_raised_it(drop_file: Path) -> None:
+def test_a_drop_pages_once_at_the_run_that_raised_it(
+    drop_file: Path, drop_json: subprocess.CompletedProcess[bytes]
+) -> None:
     path = drop_file
-    proc = run("backtest", str(path), "--json")
+    proc = drop_json
     assert proc.returncode == 0, proc.stderr
     report = BacktestReport.model_validate_json(proc.stdout)
     assert [(p.experiment_id, p.tier, p.detector) for p in report.pages] == [
@@ -92,14 +111,14 @@ def test_a_drop_pages_once_at_the_run_that_raised_it(drop_file: Path) -> None:
     assert (dropped.why, dropped.pages, dropped.dropped) == ("paged", 1, True)
     # five subtests in turn: each is watched from its 13th run, when ten of its runs have
     # joined its reference (a run joins once it has left the window, ten runs later)
-    assert dropped.monitored_runs == 600 - 5 * 12
+    assert dropped.monitored_runs == 300 - 5 * 12
     assert all(t.why == "no_drop" for key, t in tiers.items() if key != ("synthetic-01", "T5"))
     plain = run("backtest", str(path)).stdout.decode()
     assert plain.startswith(
         f"page  line {page.line}  synthetic-01/T5  run {page.run_id}  pass rate\n"
     )
     assert "paged 1 time (first at line" in plain
-    assert plain.endswith("1 page in 1 of 21 tiers, 12600 runs (0 rejected, 0 ignored)\n")
+    assert plain.endswith("1 page in 1 of 21 tiers, 6300 runs (0 rejected, 0 ignored)\n")
 
 
 def test_a_score_only_drop_pages_by_score(score_drop_file: Path) -> None:
@@ -118,7 +137,7 @@ def test_stdin_and_a_settings_change(drop_file: Path) -> None:
     assert quiet.returncode == 0, quiet.stderr
     out = quiet.stdout.decode()
     assert out.startswith("no pages\n")
-    assert "synthetic-01/T5  600 runs  warming up (590 of 1000 reference runs)" in out
+    assert "synthetic-01/T5  300 runs  warming up (290 of 1000 reference runs)" in out
     assert "warm-up 1000 runs" in out
 
 
@@ -208,11 +227,13 @@ def test_retire_starts_an_idle_experiment_afresh(tmp_path: Path) -> None:
     assert on.runs == off.runs == 7 * 85
 
 
-def test_same_subtest_streaks_are_noted(drop_file: Path) -> None:
+def test_same_subtest_streaks_are_noted(
+    real_text: subprocess.CompletedProcess[bytes], drop_json: subprocess.CompletedProcess[bytes]
+) -> None:
     """The bundled real runs repeat each subtest three times in a row (ProjectScylla's order):
     backtest says that each subtest is watched once it has ten runs; the synthetic runs, a new
     subtest each run, get no note."""
-    real = run("backtest", str(REAL_RUNS))
+    real = real_text
     assert real.returncode == 0, real.stderr
     assert (
         "note: in 18 tier(s) (e.g. test-001/T0) runs of the same subtest come back to back, 3.0"
@@ -220,5 +241,5 @@ def test_same_subtest_streaks_are_noted(drop_file: Path) -> None:
     )
     doc = BacktestReport.model_validate_json(run("backtest", "--json", str(REAL_RUNS)).stdout)
     assert len(doc.notes) == 1
-    synthetic = BacktestReport.model_validate_json(run("backtest", "--json", str(drop_file)).stdout)
+    synthetic = BacktestReport.model_validate_json(drop_json.stdout)
     assert synthetic.notes == []

@@ -34,6 +34,9 @@ from tests.integration.harness import (
     wait_until,
 )
 
+# One worker runs the module: its fixtures are made once, not once per pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("query-api")
+
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 NAMES = [f"exp-{n:02d}" for n in range(12)] + ["team a/exp 1", "..", "."]
 SUITES = ["suite-a", "suite b/1", "suite-c", "suite-d", "suite-e"]

@@ -34,6 +34,9 @@ from tests.integration.harness import (
     wait_until,
 )
 
+# One worker runs the module: its fixtures are made once, not once per pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("security")
+
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 USERS = {
     "evalstream": "s3cret-evalstream",

@@ -25,6 +25,9 @@ from tests.integration.harness import (
     wait_until,
 )
 
+# One worker runs the module: its fixtures are made once, not once per pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("worker-pipeline")
+
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 BAD: dict[str, bytes] = {
     "invalid_json": b'{"run_id": "broken", ',

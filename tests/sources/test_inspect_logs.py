@@ -8,13 +8,16 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from schemas.run_completed import MAX_ERROR_CHARS
+from stream_app.sources import inspect_logs as inspect_logs_module
 from stream_app.sources.directories import directory_events
 from stream_app.sources.inspect_logs import score_value
 from stream_app.sources.inspect_run import (
@@ -27,6 +30,9 @@ from stream_app.sources.inspect_run import (
 from stream_app.sources.run_mapping import RunMapping
 from tests.helpers import REPO, require_module
 from tests.sources.test_harbor_jobs import MAPPING, trial, write_job
+
+# One worker runs the module: its fixtures are made once, not once per pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("inspect-logs")
 
 HEADER = EvalHeader("E1", "add", {}, "anthropic/claude-sonnet-4-5", {"tier": "T1"}, None)
 USAGE = {"input_tokens": 100, "output_tokens": 10, "input_tokens_cache_read": 30}
@@ -94,14 +100,25 @@ def test_task_arguments_and_long_names_stay_within_the_schema() -> None:
 
 
 @pytest.fixture(scope="module")
-def eval_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The logs a real inspect_ai eval wrote (tests/inspect_evals.py), no network."""
+def inspect_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The logs real inspect_ai evals wrote (tests/inspect_evals.py), no network: both tiers'
+    in `logs`, the retried eval's in `retried/logs`, made by one process (importing inspect_ai
+    is most of its cost) for the module, whose tests run in one pytest-xdist worker (its
+    `xdist_group`) and only read them."""
     require_module("inspect_ai", "inspect")
-    logs = tmp_path_factory.mktemp("inspect-logs")
-    subprocess.run(
-        [sys.executable, "-m", "tests.inspect_evals", str(logs)], cwd=REPO, check=True, timeout=120
-    )
-    return logs
+    root = tmp_path_factory.mktemp("inspect-logs")
+    command = [sys.executable, "-m", "tests.inspect_evals", str(root / "logs")]
+    retried = ["--retried", str(root / "retried" / "logs")]
+    # inspect_ai's control channel off: nothing here uses it; the same logs, 0.5 s sooner
+    env = {**os.environ, "INSPECT_EVAL_CTL_SERVER": "false"}
+    subprocess.run([*command, *retried], cwd=REPO, env=env, check=True, timeout=180)
+    return root
+
+
+@pytest.fixture
+def eval_logs(inspect_logs: Path) -> Path:
+    """Both tiers' logs: two tasks, two epochs, T0's as `.eval` files and T1's as `.json`."""
+    return inspect_logs / "logs"
 
 
 def inspect_counts(logs: Path) -> Counter[tuple[str, str, str]]:
@@ -128,7 +145,10 @@ def replay(directory: Path) -> subprocess.CompletedProcess[bytes]:
 
 def test_replay_of_real_inspect_logs_counts_what_inspect_reads(eval_logs: Path) -> None:
     assert {p.suffix for p in eval_logs.iterdir()} == {".eval", ".json"}  # both formats
-    done = replay(eval_logs)
+    with ThreadPoolExecutor(1) as pool:  # the subprocess and inspect_ai's reader side by side
+        replaying = pool.submit(replay, eval_logs)
+        theirs = inspect_counts(eval_logs)
+        done = replaying.result()
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["rejected"] == []
@@ -137,7 +157,7 @@ def test_replay_of_real_inspect_logs_counts_what_inspect_reads(eval_logs: Path) 
     for tier in report["tiers"]:
         ours[tier["experiment_id"], tier["tier"], "runs"] = tier["cumulative"]["runs"]
         ours[tier["experiment_id"], tier["tier"], "passes"] = tier["cumulative"]["passes"]
-    assert ours == inspect_counts(eval_logs)
+    assert ours == theirs
     assert ours["add_more", "T0", "runs"] == 10  # the errored sample's two epochs count, failed
     by_tier = {(t["experiment_id"], t["tier"]): t["cost_usd"]["max"] for t in report["tiers"]}
     assert by_tier["add", "T1"] == 0.0125  # its own cost
@@ -199,18 +219,10 @@ def test_a_directory_of_logs_and_trials_replays_both(eval_logs: Path, tmp_path: 
     assert skipped == []  # eval_set's logs.json is not a log
 
 
-def test_a_retried_eval_counts_each_execution_once(tmp_path: Path) -> None:
+def test_a_retried_eval_counts_each_execution_once(inspect_logs: Path) -> None:
     """`eval_retry` reuses the samples that finished (their uuid, under a new eval_id) and runs
     the errored one again: 4 samples make 5 runs, the errored attempt a failed one."""
-    require_module("inspect_ai", "inspect")
-    logs = tmp_path / "logs"
-    subprocess.run(
-        [sys.executable, "-m", "tests.inspect_evals", "--retried", str(logs)],
-        cwd=REPO,
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
+    logs = inspect_logs / "retried" / "logs"
     assert len(list(logs.iterdir())) == 2  # the errored attempt's log and the retry's
     events, skipped = directory_events([logs], MAPPING)
     assert skipped == []
@@ -223,3 +235,24 @@ def test_a_retried_eval_counts_each_execution_once(tmp_path: Path) -> None:
     done = replay(logs)
     (tier,) = json.loads(done.stdout)["tiers"]
     assert (tier["cumulative"]["runs"], tier["cumulative"]["passes"]) == (5, 4)
+
+
+def test_a_log_too_large_to_read_is_skipped_unread(
+    eval_logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound is on what the reader would take in, as the file declares it: an `.eval`'s
+    members but the samples (a zip member never yields more than its declared size), a `.json`
+    log's size. Over it the log is skipped as `too_large`, never read."""
+    eval_log = next(p for p in sorted(eval_logs.iterdir()) if p.suffix == ".eval")
+    with zipfile.ZipFile(eval_log) as archive:
+        members = archive.infolist()
+    others = sum(m.file_size for m in members if not m.filename.startswith("samples/"))
+    assert 0 < inspect_logs_module.read_size(eval_log) == others
+    assert others < sum(m.file_size for m in members)  # the samples are not counted
+    monkeypatch.setattr(inspect_logs_module, "MAX_LOG_READ_BYTES", others - 1)
+    events, skipped = inspect_logs_module.log_events(eval_log, MAPPING)
+    assert events == []
+    assert [(s.reason, s.path) for s in skipped] == [("too_large", eval_log)]
+    assert f"{others:,} bytes" in skipped[0].detail
+    monkeypatch.setattr(inspect_logs_module, "MAX_LOG_READ_BYTES", others)
+    assert inspect_logs_module.log_events(eval_log, MAPPING)[0]  # at the bound: read
