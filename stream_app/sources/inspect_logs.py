@@ -112,7 +112,8 @@ def read_size(path: Path) -> int:
     if path.suffix != ".eval":
         return path.stat().st_size
     with zipfile.ZipFile(path) as archive:
-        return sum(i.file_size for i in archive.infolist() if not i.filename.startswith("samples/"))
+        members = archive.infolist()
+    return sum(m.file_size for m in members if not m.filename.startswith("samples/"))  # ints
 
 
 def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
