@@ -10,6 +10,7 @@ import faust
 from faust.app import BootStrategy
 from faust.tables import TableManager
 from faust.types import ServiceT
+from typing_extensions import override
 
 from stream_app.service.adaptive_stream import AdaptiveStream
 from stream_app.service.faust_transport import transport_for
@@ -28,6 +29,7 @@ class WebFirstBoot(BootStrategy):
     and the port is free between the waiting pages (`web.WaitingPages`) and Faust's pages for
     milliseconds, not for the producer's connection. Stop order is the reverse, as before."""
 
+    @override
     def server(self) -> Iterable[ServiceT]:
         """The services of a worker, in start order."""
         return self._chain(
@@ -47,6 +49,7 @@ class PromptTableManager(TableManager):
     `app.create_app`, before the start, and a restarted worker joins its group a second
     sooner."""
 
+    @override
     async def on_start(self) -> None:
         """Register the changelogs and start the recovery, at once."""
         if not self.should_stop:

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import aiokafka
 from faust.transport.drivers import aiokafka as driver
+from typing_extensions import override
 
 
 class TrackingProducer(aiokafka.AIOKafkaProducer):  # type: ignore[misc]  # aiokafka: untyped
@@ -38,10 +39,12 @@ class Producer(driver.Producer):
     """Faust's aiokafka producer, with `TrackingProducer` under it; the topics Faust creates
     (the tables' changelogs) are tracked once they exist."""
 
+    @override
     @property
     def _producer_type(self) -> type[aiokafka.AIOKafkaProducer]:
         return TrackingProducer
 
+    @override
     async def create_topic(self, topic: str, *args: Any, **kwargs: Any) -> None:
         """Create the topic as Faust does, then track it (not before: asking for the metadata of
         a topic that does not exist yet may have the broker create it, with its defaults)."""

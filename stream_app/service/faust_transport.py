@@ -43,6 +43,7 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
         """The app, typed as the one this thread belongs to."""
         return cast(SettingsCarrier, self.app)
 
+    @override
     def _create_worker_consumer(self, transport: driver.Transport) -> aiokafka.AIOKafkaConsumer:
         """Faust's worker consumer, built with the fetch wait of the settings when one is set:
         Faust hard-codes 1.5 s, and aiokafka takes the wait at construction only. The arguments
@@ -84,6 +85,7 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
             **driver.credentials_to_aiokafka_auth(conf.broker_credentials, conf.ssl_context),
         )
 
+    @override
     async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
         """On Tansu, a recovery's end offsets from Fetch responses: its ListOffsets can answer
         below a partition's real end, and the recovery would stop early, losing a window's last
@@ -95,6 +97,7 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
         found = await fetch_high_watermarks(client_kwargs(settings), tps)
         return {tp: found[aiokafka.TopicPartition(tp.topic, tp.partition)] for tp in partitions}
 
+    @override
     async def _fetch_records(
         self,
         consumer: aiokafka.AIOKafkaConsumer,
@@ -110,6 +113,7 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
             return {}
         return await super()._fetch_records(consumer, cast(set[TP], snapshot), timeout, max_records)
 
+    @override
     async def seek_to_committed(self) -> Mapping[TP, int]:
         """Seek the stream partitions to their committed offsets, or where the reset policy
         says when they have none (the changelogs are the recovery's to seek)."""
@@ -217,9 +221,11 @@ class Consumer(driver.Consumer):
         if tp in self.gate.held:
             self.pause_partitions({tp})
 
+    @override
     def _new_consumer_thread(self) -> ConsumerThread:
         return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
+    @override
     async def wait_first(self, *coros: WaitArgT, timeout: Any = None) -> WaitResults:
         """Deliver a fetched message to its stream at once, in the fetcher's own task.
 

@@ -11,24 +11,30 @@ from __future__ import annotations
 from typing import Any
 
 from faust.sensors import Monitor
+from typing_extensions import override
 
 
 class QuietMonitor(Monitor):
     """`Monitor` minus the per-message hooks."""
 
+    @override
     def on_message_in(self, tp: Any, offset: int, message: Any) -> None:
         """Nothing per message."""
 
+    @override
     def on_stream_event_in(self, tp: Any, offset: int, stream: Any, event: Any) -> None:
         """Nothing per event."""
 
+    @override
     def on_stream_event_out(
         self, tp: Any, offset: int, stream: Any, event: Any, state: Any = None
     ) -> None:
         """Nothing per event."""
 
+    @override
     def on_message_out(self, tp: Any, offset: int, message: Any) -> None:
         """Nothing per message."""
 
+    @override
     def track_tp_end_offset(self, tp: Any, offset: int) -> None:
         """Nothing per record (the lag gauge reads the consumer's high watermarks)."""

@@ -139,3 +139,25 @@ def test_the_methods_the_glue_adapts_are_as_they_were(owner: type, name: str) ->
     """A Faust whose original changed: read the change, carry it into the adaptation, then
     update the digest."""
     assert digest(owner, name) == FORKED[(owner, name)]
+
+
+def test_every_method_over_faust_s_says_override() -> None:
+    """A glue method named as one of its Faust base's carries `@override`: mypy then fails when
+    an upgrade renames or removes what it overrides."""
+    missing = []
+    for path in glue():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
+        for node in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            cls = getattr(module, node.name, None)
+            bases = faust_bases(cls) if isinstance(cls, type) else []
+            for method in node.body:
+                if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                overrides = not method.name.startswith("__") and any(
+                    method.name in vars(base) for base in bases
+                )
+                said = any("override" in ast.unparse(d) for d in method.decorator_list)
+                if overrides and not said:
+                    missing.append(f"{path.name}: {node.name}.{method.name}")
+    assert missing == []
