@@ -321,13 +321,13 @@ async def resolve_broker(settings: Settings) -> Settings:
 
 
 async def ensure_topics(
-    settings: Settings, names: Iterable[str], compacted: Collection[str] = ()
+    settings: Settings, names: Iterable[str], configs: Mapping[str, Mapping[str, str]] = {}
 ) -> list[str]:
-    """Create missing topics with `partitions` and `replication_factor`, those in `compacted`
-    compacted (`topology.create_topics` names the worker's); return those created, once the
-    broker lists each with a leader for every partition (a consumer that asks sooner would not
-    see them). Topics that exist are left as they are. ACLs that forbid it are a
-    BrokerRefused."""
+    """Create missing topics with `partitions` and `replication_factor`, each with its Kafka
+    topic configs in `configs` (`topology.create_topics` gives the worker's); return those
+    created, once the broker lists each with a leader for every partition (a consumer that
+    asks sooner would not see them). Topics that exist are left as they are. ACLs that forbid
+    it are a BrokerRefused."""
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
@@ -342,7 +342,7 @@ async def ensure_topics(
                         n,
                         settings.partitions,
                         settings.replication_factor,
-                        topic_configs={"cleanup.policy": "compact"} if n in compacted else {},
+                        topic_configs=dict(configs.get(n, {})),
                     )
                     for n in missing
                 ]

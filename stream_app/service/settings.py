@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -60,6 +61,25 @@ MESSAGE_OVERHEAD_BYTES: Final = 8 * 1024
 
 GroupInstanceId = Annotated[str, StringConstraints(min_length=1, max_length=249)]
 """A name for Kafka's group.instance.id: not empty, and no longer than a topic name may be."""
+
+
+def _not_the_policy(name: str) -> str:
+    if name == "cleanup.policy":
+        raise ValueError("a changelog's cleanup.policy is compact, always")
+    return name
+
+
+TopicConfigName = Annotated[
+    str, StringConstraints(pattern=r"^[a-z]+(\.[a-z]+)*$"), AfterValidator(_not_the_policy)
+]
+"""A Kafka topic config's name (`segment.ms`); not cleanup.policy."""
+TopicConfigValue = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+CHANGELOG_CONFIGS: Final = {
+    "segment.ms": str(10 * 60 * 1000),
+    "min.cleanable.dirty.ratio": "0.1",
+    "max.compaction.lag.ms": str(60 * 60 * 1000),
+}
+"""The changelogs' topic configs by default (`changelog_configs`)."""
 
 BROKER_URL_FORM: Final = "kafka://HOST:PORT[,HOST:PORT...]"
 """What `broker_url` takes, as error messages say it."""
@@ -143,6 +163,15 @@ class Settings(CoreConfig, BaseSettings):
     topics: TopicNames = TopicNames()
     partitions: int = Field(default=8, ge=1, le=1000, description="Partitions of every topic.")
     replication_factor: int = Field(default=1, ge=1)
+    changelog_configs: dict[TopicConfigName, TopicConfigValue] = Field(
+        default_factory=lambda: dict(CHANGELOG_CONFIGS),
+        description="Kafka topic configs the worker creates its tables' changelogs with, beside "
+        "cleanup.policy=compact. By default a segment is rolled every 10 minutes, and cleaned "
+        "once a tenth of it is dirty or its oldest record is an hour old: Kafka compacts only "
+        "closed segments, and with its defaults (a week, or 1 GiB) a restart reads every update "
+        "of the week, not one record per key. Applied when the worker creates a changelog; "
+        "one that exists keeps its configs (kafka-configs.sh --alter changes them).",
+    )
     store: Literal["memory://"] = Field(
         default="memory://",
         description="Faust's table store. Memory only: the tables are recovered from their "

@@ -111,7 +111,8 @@ def latest_value_topics(settings: Settings) -> set[str]:
 
 async def create_topics(settings: Settings) -> list[str]:
     """Create the worker's topics that are missing, its tables' changelogs among them, the
-    latest-value ones and the changelogs compacted; return those created.
+    latest-value ones and the changelogs compacted (the changelogs with `changelog_configs`
+    too); return those created.
 
     The changelogs too, before Faust starts: Faust would create one as its table starts, and its
     consumer may then see the first group metadata without it. Faust's assignor ignores a topic
@@ -119,9 +120,10 @@ async def create_topics(settings: Settings) -> list[str]:
     five minutes: until then no worker is assigned that changelog, so a worker that takes over a
     partition starts its table there empty."""
     changelogs = changelog_topics(settings)
-    return await ensure_topics(
-        settings, [*all_topics(settings), *changelogs], latest_value_topics(settings) | changelogs
-    )
+    compacted = {"cleanup.policy": "compact"}
+    configs = dict.fromkeys(latest_value_topics(settings), compacted)
+    configs |= {name: {**settings.changelog_configs, **compacted} for name in changelogs}
+    return await ensure_topics(settings, [*all_topics(settings), *changelogs], configs)
 
 
 def changelog_topic(settings: Settings, stage: StatefulStage) -> str:

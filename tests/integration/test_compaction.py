@@ -6,7 +6,10 @@ changelogs carries on to exactly what `replay` says."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+
+import pytest
 
 from stream_app.brokers.kafka import ApacheKafka
 from stream_app.service.kafka_client import client_kwargs
@@ -31,6 +34,11 @@ QUICK_CLEANER = {
     "log.cleaner.min.compaction.lag.ms": "0",
     "log.segment.delete.delay.ms": "100",
 }
+QUICK_CHANGELOGS = {  # the changelogs' own, apart from the broker's quick cleaner above
+    "segment.ms": "900",
+    "min.cleanable.dirty.ratio": "0.02",
+    "max.compaction.lag.ms": "5000",
+}
 CHANGELOG_SUFFIX = "-tier-windows-changelog"
 
 
@@ -49,7 +57,8 @@ def runs(experiment: str, count: int, start: int = 0, minute: int = 0) -> list[b
     ]
 
 
-async def cleanup_policies(settings: Settings, topics: list[str]) -> dict[str, str]:
+async def topic_configs(settings: Settings, topics: list[str], name: str) -> dict[str, str]:
+    """Each topic's value of the topic config `name`, as the broker describes it."""
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
@@ -57,10 +66,10 @@ async def cleanup_policies(settings: Settings, topics: list[str]) -> dict[str, s
     await admin.start()
     try:
         answers = await admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, t, {"cleanup.policy": None}) for t in topics]
+            [ConfigResource(ConfigResourceType.TOPIC, t, {name: None}) for t in topics]
         )
         return {
-            resource[3]: {c[0]: c[1] for c in resource[4]}["cleanup.policy"]
+            resource[3]: {c[0]: c[1] for c in resource[4]}[name]
             for answer in answers
             for resource in answer.resources
         }
@@ -84,9 +93,12 @@ def keys_of(settings: Settings, topic: str) -> list[bytes]:
 
 
 def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
-    workers: list[Worker], tmp_path: Path
+    workers: list[Worker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_broker("kafka")
+    # For the settings loaded here and every worker started: the changelogs' segments roll and
+    # clean within seconds, as `changelog_configs` asks.
+    monkeypatch.setenv("EVALSTREAM_CHANGELOG_CONFIGS", json.dumps(QUICK_CHANGELOGS))
     with ApacheKafka(log_file=tmp_path / "broker.log", config=QUICK_CLEANER) as broker:
         settings = settings_for(broker)
         changelog = settings.app_id + CHANGELOG_SUFFIX
@@ -110,16 +122,9 @@ def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
         )
         first.stop()
 
+        topics = [changelog, settings.topics.aggregates, settings.topics.cross_tier]
         policies = asyncio.run(
-            cleanup_policies(
-                settings,
-                [
-                    changelog,
-                    settings.topics.aggregates,
-                    settings.topics.cross_tier,
-                    settings.topics.input,
-                ],
-            )
+            topic_configs(settings, [*topics, settings.topics.input], "cleanup.policy")
         )
         assert policies == {
             changelog: "compact",
@@ -127,6 +132,13 @@ def test_compacted_topics_drop_retired_keys_and_recovery_equals_replay(
             settings.topics.cross_tier: "compact",
             settings.topics.input: "delete",
         }
+        # The changelogs roll and clean their segments as `changelog_configs` says; the output
+        # topics keep the broker's defaults (this broker's quick cleaner).
+        assert settings.changelog_configs == QUICK_CHANGELOGS
+        for name, value in settings.changelog_configs.items():
+            configured = asyncio.run(topic_configs(settings, topics, name))
+            assert configured[changelog] == value, name
+            assert configured[settings.topics.aggregates] != value, name
 
         # A worker that never retires: the sample, then a pulse of new runs every second, which
         # rolls segments and gives the cleaner work until the retired keys are gone entirely.

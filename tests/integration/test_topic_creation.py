@@ -3,7 +3,7 @@ them, and waits until the broker lists them: a group's first assignment then hol
 partition. A changelog left for Faust to create as its table starts was often missing from the
 consumer's first metadata; Faust's assignor ignored it, aiokafka refreshes that metadata only
 every five minutes, and a worker that took over a partition meanwhile started its table empty
-(`topology.create_topics`)."""
+(`topology.create_topics`). The changelogs are compacted, with `changelog_configs`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from stream_app.service.kafka_client import client_kwargs
 from stream_app.service.settings import Settings
 from stream_app.service.topology import changelog_topics, create_topics, source_topics
 from tests.integration.harness import PARTITIONS, Broker, settings_for
-from tests.integration.test_compaction import cleanup_policies
+from tests.integration.test_compaction import topic_configs
 
 
 async def first_assignment(settings: Settings) -> set[TopicPartition]:
@@ -42,6 +42,10 @@ def test_the_first_assignment_after_start_up_holds_every_changelog(broker: Broke
     assert assigned == {
         TopicPartition(topic, p) for topic in source_topics(settings) for p in range(PARTITIONS)
     }
-    policies = asyncio.run(cleanup_policies(settings, sorted(changelogs)))
+    policies = asyncio.run(topic_configs(settings, sorted(changelogs), "cleanup.policy"))
     assert policies == dict.fromkeys(changelogs, "compact")
+    for name, value in settings.changelog_configs.items():  # the defaults: segments that roll
+        assert asyncio.run(topic_configs(settings, sorted(changelogs), name)) == dict.fromkeys(
+            changelogs, value
+        )
     assert asyncio.run(create_topics(settings)) == []  # a second start creates nothing

@@ -288,3 +288,18 @@ def test_a_kubernetes_service_named_evalstream_is_no_setting_to_refuse(
     }.items():
         monkeypatch.setenv(name, value)
     assert load_settings().web_port == 6066
+
+
+def test_changelogs_roll_and_clean_their_segments_and_stay_compacted() -> None:
+    assert load_settings().changelog_configs == {
+        "segment.ms": "600000",
+        "min.cleanable.dirty.ratio": "0.1",
+        "max.compaction.lag.ms": "3600000",
+    }
+    assert load_settings(changelog_configs={"segment.bytes": "1048576"}).changelog_configs == {
+        "segment.bytes": "1048576"
+    }
+    with pytest.raises(ConfigError, match="compact, always"):
+        load_settings(changelog_configs={"cleanup.policy": "delete"})
+    with pytest.raises(ConfigError, match="changelog_configs"):
+        load_settings(changelog_configs={"Segment MS": "1"})
