@@ -29,7 +29,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
     table_name = "experiment-tiers"
 
     @classmethod
-    def experiment_of(cls, key: str) -> str:
+    def partition_key_of(cls, key: str) -> str:
         """The key is the experiment."""
         return key
 

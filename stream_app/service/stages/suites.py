@@ -58,7 +58,7 @@ class SuitesStage(TableStage[SuiteState]):
         published again (or withdrawn) whatever the batch did to them."""
 
     @classmethod
-    def experiment_of(cls, key: str) -> str:
+    def partition_key_of(cls, key: str) -> str:
         """A record is partitioned by its suite."""
         return split_suite_key(parse_record_key(key.encode())[0])[0]
 

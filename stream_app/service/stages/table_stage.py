@@ -121,14 +121,14 @@ class TableStage(Generic[S]):
         """How long a recovery works between two turns of the event loop (`Pauses`)."""
 
     @classmethod
-    def experiment_of(cls, key: str) -> str:
-        """The experiment a stored key belongs to."""
+    def partition_key_of(cls, key: str) -> str:
+        """What a stored key is partitioned by: its experiment, or the suite hop's suite."""
         raise NotImplementedError
 
     @classmethod
     def key_partition(cls, key: bytes, partitions: int) -> int:
-        """The partition of a stored key: its experiment's (see `partitioning`)."""
-        return partition_for(cls.experiment_of(key.decode(errors="replace")), partitions)
+        """The partition of a stored key: its partition key's (see `partitioning`)."""
+        return partition_for(cls.partition_key_of(key.decode(errors="replace")), partitions)
 
     def partition_of(self, key: bytes) -> int:
         """The partition of a stored key in this worker's topics."""

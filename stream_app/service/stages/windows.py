@@ -80,7 +80,7 @@ class WindowsStage(TableStage[TierState]):
         """What stored aggregates this worker publishes as they are (`recovered`)."""
 
     @classmethod
-    def experiment_of(cls, key: str) -> str:
+    def partition_key_of(cls, key: str) -> str:
         """A tier key's experiment."""
         return split_tier_key(key)[0]
 
@@ -283,7 +283,7 @@ class WindowsStage(TableStage[TierState]):
         keys = [
             key
             for key, raw in self.table.items()
-            if raw is not None and self.experiment_of(key.decode()) in retiring
+            if raw is not None and split_tier_key(key.decode())[0] in retiring
         ]
         forwarding = SuiteForwarding(self.outputs)
         for key in keys:
