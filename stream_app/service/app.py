@@ -1,17 +1,18 @@
 """The Faust application: a thin shell around the pure core.
 
-It only composes: topics, tables, one agent per stage (`stages/`, which know nothing of Faust,
-run by `batches.run_batches`), recovery and revoke hooks, the consumer-lag timer and the web
-pages. The topology: docs/architecture.md, 'Topology'; at-least-once delivery and the two rules
-that make the outputs converge to `replay` (kept in `stages/windows.py`): docs/delivery.md,
-'At-least-once, and equal to `replay`'."""
+It only composes (`Worker`): topics, tables, one agent per stage (`stages/`, which know nothing
+of Faust, run by `batches.run_batches`), recovery and revoke hooks, the consumer-lag timer and
+the web pages. The topology: docs/architecture.md, 'Topology'; at-least-once delivery and the
+two rules that make the outputs converge to `replay` (kept in `stages/windows.py`):
+docs/delivery.md, 'At-least-once, and equal to `replay`'."""
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, cast
 
 import faust
@@ -53,80 +54,134 @@ TABLE: dict[str, Any] = {
 }
 
 
-def create_app(settings: Settings, exporter: Exporter | None = None) -> EvalstreamApp:
-    """Build the worker's Faust app for `settings`: compose the stages with Faust's parts."""
-    if exporter is None:
-        exporter = Exporter(__version__, settings.exported_statistics)
-        exporter.watch_gc()
-    topics, n = settings.topics, settings.partitions
-    app = faust_app(settings)
+class Worker:
+    """The worker's Faust app and the stages it runs, composed once: its outputs' send, its
+    tables, one agent per hop, and what it does when partitions are revoked and when a table
+    is recovered, each a named method (as Quix Streams' `Application` has `_on_assign`,
+    `_on_revoke`). `app` is what Faust runs."""
+
+    def __init__(self, settings: Settings, exporter: Exporter | None = None) -> None:
+        if exporter is None:
+            exporter = Exporter(__version__, settings.exported_statistics)
+            exporter.watch_gc()
+        self.settings, self.exporter = settings, exporter
+        self.app = faust_app(settings)
+        self.tables: dict[str, Any] = {}
+        """Each stateful stage's Faust table, by table name."""
+        self.stages = build_stages(settings, self.send, exporter, self.table_of)
+        for stateful in self.stages.stateful:
+            table = self.tables[stateful.table_name]
+            exporter.table_keys.watch(stateful.table_name, keys_in(table), stateful.cache.__len__)
+        input_topics = {settings.topics.input, settings.topics.runs_by_tier}
+        self.stages.windows.lagging = lambda: exporter.consumer_lag.behind(
+            input_topics, settings.batch_max_events
+        )
+        self.sources = self.wire_agents()
+        """Each hop's stage, by the topic it reads."""
+        exporter.declare(
+            stages=[s.name for s in self.sources.values()],
+            tables=[s.table_name for s in self.stages.stateful],
+        )
+        self.health = Health([s.table_name for s in self.stages.stateful])
+        for topic, stage in self.table_stages():
+            self.tables[stage.table_name].on_recover(partial(self.on_recovered, stage, topic))
+        self.app.on_partitions_revoked.connect(self.on_revoked)  # type: ignore[arg-type]
+        install_timers(
+            self.app,
+            settings,
+            exporter,
+            windows=self.stages.windows,
+            health=self.health,
+            sources=set(self.sources),
+        )
+        install_pages(self.app, self.health, exporter)
+        answers = QueryAnswers(exporter.aggregates, exporter.suites)
+        QueryApi(self.app, answers, self.ready, CrossTierStage.table_name).install()
 
     async def send(
-        topic: str, key: bytes | None, value: bytes | None, partition: int | None
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None
     ) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on the broker's ack.
         Faust's `Topic.send` adds bookkeeping per record that costs more than the send itself
         (docs/benchmark-history.md); every output goes this way instead. Faust still flushes
         the producer before it commits an offset, so at-least-once is unchanged."""
-        result: Awaitable[Any] = await app.producer.send(
+        result: Awaitable[Any] = await self.app.producer.send(
             topic, key, value, partition=partition, timestamp=None, headers=None
         )
         return result
 
-    faust_tables: dict[str, Any] = {}
-
-    def table_of(stage: StatefulStage, outputs: Outputs) -> ChangelogTable:
+    def table_of(self, stage: StatefulStage, outputs: Outputs) -> ChangelogTable:
         """A stage's Faust table, whose changelog writes are confirmed with its other sends."""
-        table = faust_tables[stage.table_name] = app.Table(stage.table_name, partitions=n, **TABLE)
+        n = self.settings.partitions
+        table = self.app.Table(stage.table_name, partitions=n, **TABLE)
+        self.tables[stage.table_name] = table
         return ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
 
-    stages = build_stages(settings, send, exporter, table_of)
-    for stateful in stages.stateful:
-        table = faust_tables[stateful.table_name]
-        exporter.table_keys.watch(stateful.table_name, keys_in(table), stateful.cache.__len__)
-    validate, windows = stages.validate, stages.windows
-    input_topics = {topics.input, topics.runs_by_tier}
-    windows.lagging = lambda: exporter.consumer_lag.behind(input_topics, settings.batch_max_events)
-    # Output topics are written through the producer directly (see `send`) and created by the
-    # worker's start-up (`topology.create_topics`), so they need no Faust topic objects.
-    sources: dict[str, Stage] = {}
-    upstream: set[str] = set()
-    for hop, source, hop_stage in stages.wired(settings):
-        waiting = lag_of(app, source, set(upstream), settings.batch_max_events)
-        upstream.add(source)
-        take = Batching(
-            hop.batch_max(settings), settings.batch_within_s, waiting, hop.every(settings)
-        )
-        agent_of(app, app.topic(source, partitions=n, **RAW), hop_stage, take, exporter)
-        sources[source] = hop_stage
-    exporter.declare(
-        stages=[s.name for s in sources.values()],
-        tables=[s.table_name for s in stages.stateful],
-    )
+    def wire_agents(self) -> dict[str, Stage]:
+        """One agent per hop, its batches sized by what waits for it. Output topics are written
+        through the producer directly (`send`) and created at start-up
+        (`topology.create_topics`), so they need no Faust topic objects."""
+        settings, n = self.settings, self.settings.partitions
+        sources: dict[str, Stage] = {}
+        upstream: set[str] = set()
+        for hop, source, hop_stage in self.stages.wired(settings):
+            waiting = lag_of(self.app, source, set(upstream), settings.batch_max_events)
+            upstream.add(source)
+            take = Batching(
+                hop.batch_max(settings), settings.batch_within_s, waiting, hop.every(settings)
+            )
+            topic = self.app.topic(source, partitions=n, **RAW)
+            agent_of(self.app, topic, hop_stage, take, self.exporter)
+            sources[source] = hop_stage
+        return sources
 
-    health = Health([s.table_name for s in stages.stateful])
-    for topic, stage in sources.items():
-        if isinstance(stage, TableStage):
-            faust_tables[stage.table_name].on_recover(recovery_of(app, stage, topic, health))
-
-    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
-    async def forget_revoked(app_: Any, revoked: set[Any], **_: Any) -> None:
-        """Drop caches and the gauge series of every key this worker no longer owns."""
-        health.recovered.clear()
-        validate.drop_cache()
-        for topic, stage in sources.items():
+    def table_stages(self) -> Iterator[tuple[str, TableStage[Any]]]:
+        """The hops whose stage keeps a table, by the topic each reads."""
+        for topic, stage in self.sources.items():
             if isinstance(stage, TableStage):
-                stage.on_revoked({tp.partition for tp in revoked if tp.topic == topic})
+                yield topic, stage
 
-    install_timers(app, settings, exporter, windows=windows, health=health, sources=set(sources))
-    install_pages(app, health, exporter)
-    answers = QueryAnswers(exporter.aggregates, exporter.suites)
+    async def on_revoked(self, app: Any, revoked: set[Any], **_: Any) -> None:
+        """Partitions were revoked: drop the caches and the gauge series of every key this
+        worker no longer owns."""
+        self.health.recovered.clear()
+        self.stages.validate.drop_cache()
+        for topic, stage in self.table_stages():
+            stage.on_revoked({tp.partition for tp in revoked if tp.topic == topic})
 
-    def ready() -> bool:
-        return health.ready(app.rebalancing)
+    async def on_recovered(self, stage: TableStage[Any], topic: str) -> None:
+        """A stage's table is recovered: re-publish what it owns, then count it recovered. A
+        send that fails there is no key's fault: the worker stops (a stored state that cannot
+        be loaded is the stage's to quarantine)."""
+        generation = stage.generation  # that of the assignment read on the next line
+        actives = self.app.assignor.assigned_actives()
+        owned = partitions_of(actives, topic)
+        unread = owned - partitions_of(actives, stage.changelog)  # states that were not read
+        if unread:
+            stop_fatally("recovery", UnassignedChangelog(stage.changelog, unread))
+        try:
+            count = await stage.on_recover(owned, generation)
+            await stage.outputs.confirm()
+        except Revoked:  # not recovered: the recovery after the rebalance will be
+            log.info("%s: recovery cut short by a revocation", stage.table_name)
+            return
+        except Exception as exc:
+            stop_fatally("recovery", exc)
+        self.health.recovered.add(stage.table_name)
+        log.info("%s recovered: %d keys owned, outputs re-published", stage.table_name, count)
+        if gc.get_freeze_count() == 0 and self.health.ready(rebalancing=False):
+            # Faust's, aiokafka's and the modules' objects live as long as the process: out of
+            # the collector's way, a full collection walks only what the worker made since.
+            gc.freeze()
 
-    QueryApi(app, answers, ready, CrossTierStage.table_name).install()
-    return app
+    def ready(self) -> bool:
+        """Every table recovered, and no rebalance under way."""
+        return self.health.ready(self.app.rebalancing)
+
+
+def create_app(settings: Settings, exporter: Exporter | None = None) -> EvalstreamApp:
+    """Build the worker's Faust app for `settings`: compose the stages with Faust's parts."""
+    return Worker(settings, exporter).app
 
 
 def keys_in(table: Any) -> Callable[[], int]:
@@ -191,36 +246,6 @@ def agent_of(
         await run_batches(stream, stage, batching, exporter)
 
     app.agent(topic, name=stage.name)(agent)
-
-
-def recovery_of(app: faust.App, stage: TableStage[Any], topic: str, health: Health) -> Any:
-    """The table-recovered hook of a stage: re-publish what it owns, then count it recovered.
-    A send that fails there is no key's fault: the worker stops (a stored state that cannot be
-    loaded is the stage's to quarantine)."""
-
-    async def recovered() -> None:
-        generation = stage.generation  # that of the assignment read on the next line
-        actives = app.assignor.assigned_actives()
-        owned = partitions_of(actives, topic)
-        unread = owned - partitions_of(actives, stage.changelog)  # states that were not read
-        if unread:
-            stop_fatally("recovery", UnassignedChangelog(stage.changelog, unread))
-        try:
-            count = await stage.on_recover(owned, generation)
-            await stage.outputs.confirm()
-        except Revoked:  # not recovered: the recovery after the rebalance will be
-            log.info("%s: recovery cut short by a revocation", stage.table_name)
-            return
-        except Exception as exc:
-            stop_fatally("recovery", exc)
-        health.recovered.add(stage.table_name)
-        log.info("%s recovered: %d keys owned, outputs re-published", stage.table_name, count)
-        if gc.get_freeze_count() == 0 and health.ready(rebalancing=False):
-            # Faust's, aiokafka's and the modules' objects live as long as the process: out of
-            # the collector's way, a full collection walks only what the worker made since.
-            gc.freeze()
-
-    return recovered
 
 
 class UnassignedChangelog(Exception):

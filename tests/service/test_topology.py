@@ -55,7 +55,7 @@ def test_the_chain_reads_what_the_topology_says() -> None:
 
 def test_a_source_partition_assigned_without_its_changelog_stops_the_worker() -> None:
     """Faust's assignor leaves out a changelog missing from the leader's metadata: the recovery
-    hook must see it, not start the partition's table empty (app.recovery_of)."""
+    hook must see it, not start the partition's table empty (app.Worker.on_recovered)."""
     source, changelog = SETTINGS.topics.runs_by_tier, "topo-tier-windows-changelog"
     assigned = {TP(source, 0), TP(source, 2), TP(changelog, 0), TP("other", 2)}
     assert partitions_of(assigned, source) == {0, 2}
