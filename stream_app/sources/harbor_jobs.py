@@ -31,6 +31,17 @@ def trial_results(root: Path) -> list[Path]:
     return sorted(found)
 
 
+def result_files(root: Path) -> list[Path]:
+    """Every `result.json` under `root`, trials' and jobs' alike, found without reading one: the
+    watcher lists them at each file event and reads only those that changed (`trial_events`
+    passes a job's over). Links are not followed."""
+    return sorted(
+        Path(folder, RESULT)
+        for folder, _, names in os.walk(root, followlinks=False)
+        if RESULT in names and Path(folder, RESULT).is_file()
+    )
+
+
 UNREADABLE: Final = object()
 """What `_read` gives for a file too large, not JSON, or nested too deep."""
 
@@ -45,8 +56,10 @@ def _read(path: Path) -> Any:
 
 
 def trial_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
-    """One trial's `result.json` as its event, or what made none."""
+    """One trial's `result.json` as its event, or what made none; a job's own, nothing."""
     result = _read(path)
+    if result is not UNREADABLE and not is_trial(result):
+        return [], []
     if result is UNREADABLE:
         detail = f"{RESULT} is not JSON, over {MAX_RESULT_BYTES:,} bytes, or nested too deep"
         return [], [Skipped(path.parent, "unreadable_result", detail)]

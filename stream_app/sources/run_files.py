@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from stream_app.sources.harbor_jobs import trial_events, trial_results
+from stream_app.sources.harbor_jobs import result_files, trial_events, trial_results
 from stream_app.sources.inspect_logs import log_events, log_files
 from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.scylla.run_event import RunEvent
@@ -33,7 +33,7 @@ def file_readers(mapping: RunMapping) -> list[tuple[Find, Read]]:
     """Each kind of run file: how its files under a root are found, and how one is read."""
     return [
         (log_files, lambda path: log_events(path, mapping)),
-        (trial_results, lambda path: trial_events(path, mapping)),
+        (result_files, lambda path: trial_events(path, mapping)),
     ]
 
 
