@@ -10,6 +10,7 @@ import ssl
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from typing import Any, Final
 
+from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     AuthenticationFailedError,
@@ -347,16 +348,31 @@ async def ensure_topics(
                     for n in missing
                 ]
             )
-            for topic, code, *_ in getattr(response, "topic_errors", ()):
+            for topic, code, *rest in getattr(response, "topic_errors", ()):
                 error = _errors_by_code().get(code)
                 if error is not None and issubclass(error, DENIED):
                     raise denied(settings, error(topic))
+                if code not in (0, TopicAlreadyExistsError.errno):  # a config it does not take
+                    raise refused_topic(settings, topic, code, rest[0] if rest else None)
         await until_listed(settings, admin, missing)
         return missing
     except DENIED as exc:
         raise denied(settings, exc) from None
     finally:
         await admin.close()
+
+
+def refused_topic(settings: Settings, topic: str, code: int, message: str | None) -> BrokerRefused:
+    """The one-line error of a topic the broker would not create (a `changelog_configs` value
+    it does not take, a policy of the cluster's): said at once, not waited out as a topic that
+    never appears."""
+    name = getattr(kafka_errors.for_code(code), "__name__", f"error {code}")
+    detail = " ".join((message or "").split())
+    return BrokerRefused(
+        f"broker {','.join(settings.bootstrap_servers)} refused to create {topic} "
+        f"({name}{': ' + detail if detail else ''}): check the topic settings "
+        "(partitions, replication_factor, changelog_configs)"
+    )
 
 
 async def until_listed(

@@ -8,10 +8,12 @@ every five minutes, and a worker that took over a partition meanwhile started it
 from __future__ import annotations
 
 import asyncio
+import time
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_app.service.kafka_client import client_kwargs
+from stream_app.service.kafka_client import BrokerRefused, client_kwargs
 from stream_app.service.settings import Settings
 from stream_app.service.topology import changelog_topics, create_topics, source_topics
 from tests.integration.harness import PARTITIONS, Broker, settings_for
@@ -49,3 +51,15 @@ def test_the_first_assignment_after_start_up_holds_every_changelog(broker: Broke
             changelogs, value
         )
     assert asyncio.run(create_topics(settings)) == []  # a second start creates nothing
+
+
+def test_a_changelog_config_the_broker_does_not_take_is_one_line_at_once(broker: Broker) -> None:
+    """Not waited out as a topic that never appears: the broker's refusal, named."""
+    settings = settings_for(broker).model_copy(update={"changelog_configs": {"segment.ms": "soon"}})
+    began = time.monotonic()
+    with pytest.raises(BrokerRefused, match=r"refused to create .*-changelog") as refused:
+        asyncio.run(create_topics(settings))
+    assert "InvalidConfigurationError" in str(refused.value)
+    assert "changelog_configs" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert time.monotonic() - began < 10  # not the 30 s wait for a topic to be listed
