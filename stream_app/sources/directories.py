@@ -14,7 +14,7 @@ from schemas.replay_report import SkippedRun
 from stream_app.core.config import CoreConfig
 from stream_app.core.replay import Replay
 from stream_app.errors import UserError
-from stream_app.sources.run_files import file_readers
+from stream_app.sources.run_files import file_readers, holds_run_files
 from stream_app.sources.run_mapping import RunMapping
 from stream_app.sources.scylla.layout import WHAT_AN_EXPERIMENT_IS, experiment_dirs
 from stream_app.sources.scylla.run_event import RunEvent
@@ -53,11 +53,13 @@ def directory_events(
         found = root in scylla
         for files, read in readers:
             for path in files(root):
-                found = True
                 more, left = read(path)
                 events += [RunEvent.of(event) for event in more]
                 skipped += left
-        if not found:
+                found = found or bool(more or left)
+        # A root whose files made nothing (a log with no finished sample yet, a job's own
+        # result.json alone): whether it holds a log or a trial at all, asked only then.
+        if not found and not holds_run_files([root]):
             raise UserError(
                 f"no ProjectScylla experiment, inspect_ai log or Harbor trial in {root} "
                 f"({WHAT_AN_EXPERIMENT_IS}; an inspect_ai log is a .eval or .json file it wrote; "

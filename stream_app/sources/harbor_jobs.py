@@ -18,28 +18,18 @@ MAX_RESULT_BYTES: Final = 16 * 1024 * 1024
 """A larger result.json is skipped, not read (a trial's is a few kilobytes)."""
 
 
-def trial_results(root: Path) -> list[Path]:
-    """Every `result.json` under `root` that is a Harbor trial's, or cannot be read (then its
-    trial is said skipped); a job's own `result.json` is left out. Links are not followed."""
-    found = []
-    for folder, _, names in os.walk(root, followlinks=False):
-        path = Path(folder, RESULT)
-        if RESULT in names and path.is_file():  # a FIFO would block the read
-            result = _read(path)
-            if result is UNREADABLE or is_trial(result):
-                found.append(path)
-    return sorted(found)
-
-
 def result_files(root: Path) -> list[Path]:
     """Every `result.json` under `root`, trials' and jobs' alike, found without reading one: the
     watcher lists them at each file event and reads only those that changed (`trial_events`
-    passes a job's over). Links are not followed."""
-    return sorted(
-        Path(folder, RESULT)
-        for folder, _, names in os.walk(root, followlinks=False)
-        if RESULT in names and Path(folder, RESULT).is_file()
-    )
+    passes a job's over). Links are not followed; a FIFO is no file (its read would block)."""
+    paths = (Path(folder, RESULT) for folder, _, names in os.walk(root) if RESULT in names)
+    return sorted(path for path in paths if path.is_file())
+
+
+def trial_results(root: Path) -> list[Path]:
+    """The `result.json` files under `root` that are a Harbor trial's, or cannot be read (then
+    its trial is said skipped); a job's own is left out."""
+    return [p for p in result_files(root) if (r := _read(p)) is UNREADABLE or is_trial(r)]
 
 
 UNREADABLE: Final = object()
@@ -58,11 +48,11 @@ def _read(path: Path) -> Any:
 def trial_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """One trial's `result.json` as its event, or what made none; a job's own, nothing."""
     result = _read(path)
-    if result is not UNREADABLE and not is_trial(result):
-        return [], []
     if result is UNREADABLE:
         detail = f"{RESULT} is not JSON, over {MAX_RESULT_BYTES:,} bytes, or nested too deep"
         return [], [Skipped(path.parent, "unreadable_result", detail)]
+    if not is_trial(result):  # the job's own
+        return [], []
     try:
         return [run_event(result, mapping)], []
     except NoEvent as refused:

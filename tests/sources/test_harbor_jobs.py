@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from stream_app.errors import UserError
 from stream_app.sources.directories import directory_events
 from stream_app.sources.harbor_trial import Refused, run_event
 from stream_app.sources.run_mapping import RunMapping
@@ -144,3 +145,15 @@ def test_hostile_trials_are_skipped_with_their_reason_never_a_crash(tmp_path: Pa
     assert len(events) == 1
     reasons = sorted(s.reason for s in skipped)
     assert reasons == ["bad_reward", "malformed", "malformed", "unreadable_result"]
+
+
+def test_a_job_s_own_result_alone_is_no_trial(tmp_path: Path) -> None:
+    """A jobs directory whose trials are not written yet holds no run: said as for a directory
+    of no kind, not replayed as empty; next to trials, the job's own result makes nothing."""
+    (tmp_path / "jobs" / "2026-11-29__10-00-00").mkdir(parents=True)
+    write_job(tmp_path / "jobs", [])
+    with pytest.raises(UserError, match="no ProjectScylla experiment, inspect_ai log or Harbor"):
+        directory_events([tmp_path / "jobs"], MAPPING)
+    write_job(tmp_path / "more", [trial("a__1")])
+    events, skipped = directory_events([tmp_path / "more"], MAPPING)
+    assert (len(events), skipped) == (1, [])
