@@ -17,6 +17,7 @@ from typing import Any
 
 from stream_app import __version__
 from stream_app.core.keys import tier_key
+from stream_app.service.changelog_table import ChangelogTable, MemoryStore
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
@@ -85,26 +86,6 @@ class MemoryBroker:
         ]
 
 
-class DictTable(dict[bytes, bytes]):
-    """A stage's table: a dict whose writes go to its changelog through the stage's outputs."""
-
-    def __init__(self, outputs: Outputs, changelog: str, partition_of: Callable[[bytes], int]):
-        super().__init__()
-        self.outputs = outputs
-        self.changelog = changelog
-        self.partition_of = partition_of
-
-    async def put(self, key: bytes, value: bytes) -> None:
-        """Store and send to the changelog."""
-        self[key] = value
-        await self.outputs.send(self.changelog, key, value, self.partition_of(key))
-
-    async def delete(self, key: bytes) -> None:
-        """Remove and send a tombstone."""
-        self.pop(key, None)
-        await self.outputs.send(self.changelog, key, None, self.partition_of(key))
-
-
 @dataclass
 class Worker:
     """One incarnation of the worker: its stages and tables, from its start to its crash."""
@@ -146,31 +127,36 @@ class Chain:
         self.cursor = 0
         self.worker = self._start()
 
-    def _table(self, stage: StatefulStage, outputs: Outputs) -> DictTable:
+    def _table(self, stage: StatefulStage, outputs: Outputs) -> ChangelogTable:
         """A stage's table, recovered from its changelog (the last value of every key)."""
         n = self.settings.partitions
         changelog = changelog_topic(self.settings, stage)
-        table = DictTable(outputs, changelog, lambda k: stage.key_partition(k, n))
+        data: dict[bytes, bytes] = {}
         for partition_log in self.broker.logs.get(changelog, {}).values():
             for key, value in partition_log:
                 assert key is not None
                 if value is None:
-                    table.pop(key, None)
+                    data.pop(key, None)
                 else:
-                    table[key] = value
-        return table
+                    data[key] = value
+        return ChangelogTable(
+            MemoryStore(data),
+            self.broker.send,
+            changelog,
+            lambda k: stage.key_partition(k, n),
+        )
 
     def _start(self) -> Worker:
         stages = build_stages(self.settings, self.broker.send, self.exporter, self._table)
         return Worker(stages, positions=dict(self.committed))
 
     async def recover(self, owned: set[int] | None = None) -> None:
-        """What Faust does once a table is recovered: each stateful stage re-publishes the keys
-        of the partitions it owns."""
+        """What the worker does once a table is recovered: each stateful stage restores the
+        gauges of the partitions it newly owns (it re-publishes nothing)."""
         owned = set(range(self.settings.partitions)) if owned is None else owned
         for stage in self.worker.stages.stateful:
-            await stage.on_recover(owned)
-            await stage.outputs.confirm()
+            newly = await stage.on_recover(owned)
+            await stage.restore_gauges(newly, stage.generation)
 
     async def restart(self) -> None:
         """A crash and a new worker: everything after the last commit is read again, the tables
@@ -179,12 +165,15 @@ class Chain:
         await self.recover()
 
     async def rebalance(self, moved: set[int]) -> None:
-        """Partitions `moved` go to another worker and come back: revoked (caches and gauges of
-        their keys dropped), then every owned partition recovered, as after any rebalance."""
-        for stage in self.worker.stages.stateful:
-            stage.on_revoked(moved)
-        self.worker.validate.drop_cache()
-        await self.recover()
+        """Partitions `moved` go to another worker and come back: revoked (caches dropped),
+        recovered without them (their gauges dropped), then revoked and recovered with every
+        partition again (their gauges restored), as two rebalances do."""
+        every = set(range(self.settings.partitions))
+        for owned in (every - moved, every):
+            for stage in self.worker.stages.stateful:
+                await stage.revoke(every)
+            self.worker.validate.drop_cache()
+            await self.recover(owned)
 
     def produce(self, lines: Iterable[bytes]) -> None:
         """Send input lines keyed by their experiment, as `stream-app produce` does."""

@@ -66,24 +66,45 @@ class Sends:
 
 
 class Table(dict[bytes, bytes]):
-    """A stage's table as a dict that records every write, with how many sends were still
-    unacknowledged at that moment."""
+    """A stage's table as a dict: what a batch puts and deletes is held (and read back) until
+    `Outputs.confirm` calls `write`; each write is recorded with how many sends were still
+    unacknowledged at that moment. A test may set the dict's items directly (a stored state)."""
 
     def __init__(self, sends: Sends) -> None:
         super().__init__()
         self.sends = sends
+        self.held: dict[bytes, bytes | None] = {}
         self.writes: list[tuple[bytes, int]] = []
         self.deletes: list[tuple[bytes, int]] = []
 
+    def get(self, key: bytes, default: Any = None) -> Any:
+        if key in self.held:
+            return self.held[key]
+        return super().get(key, default)
+
+    def items(self) -> Any:
+        merged = {**dict(super().items()), **self.held}
+        return [(k, v) for k, v in merged.items() if v is not None]
+
     async def put(self, key: bytes, value: bytes) -> None:
-        pending = sum(1 for ack in self.sends.acks if not ack.done())
-        self.writes.append((key, pending))
-        self[key] = value
+        self.held[key] = value
 
     async def delete(self, key: bytes) -> None:
+        self.held[key] = None
+
+    def rollback(self) -> None:
+        self.held.clear()
+
+    async def write(self) -> None:
         pending = sum(1 for ack in self.sends.acks if not ack.done())
-        self.deletes.append((key, pending))
-        self.pop(key, None)
+        held, self.held = self.held, {}
+        for key, value in held.items():
+            if value is None:
+                self.deletes.append((key, pending))
+                self.pop(key, None)
+            else:
+                self.writes.append((key, pending))
+                self[key] = value
 
 
 def settings(**overrides: Any) -> Settings:
@@ -133,3 +154,11 @@ async def turns_during(work: Coroutine[Any, Any, Any]) -> int:
         done = True
     await task
     return turns
+
+
+async def recover(stage: Any, owned: set[int]) -> int:
+    """What the worker does once a stage's table is recovered: nothing re-published, the gauges
+    of the partitions it newly owns restored from the table. Returns the keys restored."""
+    newly = await stage.on_recover(owned)
+    count: int = await stage.restore_gauges(newly, stage.generation)
+    return count

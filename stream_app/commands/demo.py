@@ -300,7 +300,12 @@ def _run_in(
             partitions=settings.partitions,
             port=settings.web_port,
             bind=settings.web_bind,
-            env={"EVALSTREAM_BROKER_KIND": settings.broker_kind},
+            # The embedded broker starts empty at every demo: tables on disk would outlive it
+            # only to be discarded (table_store); in memory they start empty with it.
+            env={
+                "EVALSTREAM_BROKER_KIND": settings.broker_kind,
+                **({} if configured else {"EVALSTREAM_STORE": "memory"}),
+            },
         )
         loop = runner.CommandLoop(stopping, cancel=True)
         loop.run(_run(settings, options, worker, note, workdir, watchdog=watchdog))

@@ -8,8 +8,10 @@ docs/delivery.md, 'At-least-once, and equal to `replay`'."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from functools import partial
@@ -22,7 +24,7 @@ from stream_app import __version__
 from stream_app.core.window import to_epoch_us
 from stream_app.service.adaptive_stream import Waiting
 from stream_app.service.batches import Batching, Stage, run_batches, stop_fatally
-from stream_app.service.changelog_table import ChangelogTable
+from stream_app.service.changelog_table import ChangelogTable, local_store
 from stream_app.service.exporter import Exporter
 from stream_app.service.faust_app import EvalstreamApp, faust_app
 from stream_app.service.faust_transport import Consumer
@@ -32,6 +34,7 @@ from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.table_stage import Revoked, TableStage
 from stream_app.service.stages.windows import WindowsStage
+from stream_app.service.table_store import PartitionedStore
 from stream_app.service.topology import StatefulStage, build_stages
 from stream_app.service.web import Health, install_pages
 
@@ -85,6 +88,8 @@ class Worker:
         self.health = Health([s.table_name for s in self.stages.stateful])
         for topic, stage in self.table_stages():
             self.tables[stage.table_name].on_recover(partial(self.on_recovered, stage, topic))
+        self.restorations: set[asyncio.Future[None]] = set()
+        """Gauge restorations under way (`restore_gauges`), kept from the garbage collector."""
         self.app.on_partitions_revoked.connect(self.on_revoked)  # type: ignore[arg-type]
         install_timers(
             self.app,
@@ -111,11 +116,19 @@ class Worker:
         return result
 
     def table_of(self, stage: StatefulStage, outputs: Outputs) -> ChangelogTable:
-        """A stage's Faust table, whose changelog writes are confirmed with its other sends."""
+        """A stage's Faust table, written once the stage's outputs are acknowledged."""
         n = self.settings.partitions
         table = self.app.Table(stage.table_name, partitions=n, **TABLE)
         self.tables[stage.table_name] = table
-        return ChangelogTable(table, outputs, lambda key: stage.key_partition(key, n))
+
+        def partition_of(key: bytes) -> int:
+            return stage.key_partition(key, n)
+
+        store = table.data
+        if isinstance(store, PartitionedStore):
+            store.key_partition = partition_of
+        changelog = table.changelog_topic.get_topic_name()
+        return ChangelogTable(local_store(store), self.send, changelog, partition_of)
 
     def wire_agents(self) -> dict[str, Stage]:
         """One agent per hop, its batches sized by what waits for it. Output topics are written
@@ -142,17 +155,18 @@ class Worker:
                 yield topic, stage
 
     async def on_revoked(self, app: Any, revoked: set[Any], **_: Any) -> None:
-        """Partitions were revoked: drop the caches and the gauge series of every key this
-        worker no longer owns."""
+        """Partitions were revoked: stop what is under way and drop the caches; the gauges of
+        the keys this worker no longer owns go once its recovery says which (`on_recovered`)."""
         self.health.recovered.clear()
         self.stages.validate.drop_cache()
         for topic, stage in self.table_stages():
-            stage.on_revoked({tp.partition for tp in revoked if tp.topic == topic})
+            await stage.revoke({tp.partition for tp in revoked if tp.topic == topic})
 
     async def on_recovered(self, stage: TableStage[Any], topic: str) -> None:
-        """A stage's table is recovered: re-publish what it owns, then count it recovered. A
-        send that fails there is no key's fault: the worker stops (a stored state that cannot
-        be loaded is the stage's to quarantine)."""
+        """A stage's table is recovered: it counts as recovered at once (nothing is
+        re-published: every output was acknowledged before its state was written), and the
+        gauges of the partitions it newly owns are restored from the table in the background
+        (`restore_gauges`). An error there is no key's fault: the worker stops."""
         generation = stage.generation  # that of the assignment read on the next line
         actives = self.app.assignor.assigned_actives()
         owned = partitions_of(actives, topic)
@@ -160,19 +174,40 @@ class Worker:
         if unread:
             stop_fatally("recovery", UnassignedChangelog(stage.changelog, unread))
         try:
-            count = await stage.on_recover(owned, generation)
-            await stage.outputs.confirm()
+            newly = await stage.on_recover(owned, generation)
         except Revoked:  # not recovered: the recovery after the rebalance will be
             log.info("%s: recovery cut short by a revocation", stage.table_name)
             return
-        except Exception as exc:
-            stop_fatally("recovery", exc)
         self.health.recovered.add(stage.table_name)
-        log.info("%s recovered: %d keys owned, outputs re-published", stage.table_name, count)
+        log.info("%s recovered: %d partitions owned", stage.table_name, len(owned))
+        if newly:
+            task = asyncio.ensure_future(self.restore_gauges(stage, newly, generation))
+            self.restorations.add(task)
+            task.add_done_callback(self.restorations.discard)
         if gc.get_freeze_count() == 0 and self.health.ready(rebalancing=False):
             # Faust's, aiokafka's and the modules' objects live as long as the process: out of
             # the collector's way, a full collection walks only what the worker made since.
             gc.freeze()
+
+    async def restore_gauges(
+        self, stage: TableStage[Any], partitions: set[int], generation: int
+    ) -> None:
+        """Restore a stage's gauges of `partitions`; a revocation cuts it short (the recovery
+        that follows restores what is then owned)."""
+        started = time.monotonic()
+        try:
+            count = await stage.restore_gauges(partitions, generation)
+        except Revoked:
+            log.info("%s: gauge restoration cut short by a revocation", stage.table_name)
+            return
+        except Exception as exc:
+            stop_fatally("recovery", exc)
+        log.info(
+            "%s: gauges of %d keys restored in %.1f s",
+            stage.table_name,
+            count,
+            time.monotonic() - started,
+        )
 
     def ready(self) -> bool:
         """Every table recovered, and no rebalance under way."""
@@ -185,8 +220,12 @@ def create_app(settings: Settings, exporter: Exporter | None = None) -> Evalstre
 
 
 def keys_in(table: Any) -> Callable[[], int]:
-    """The number of keys a Faust table's store holds, counted when asked."""
-    return lambda: len(table.data)
+    """The number of keys a Faust table's store holds, when asked: counted in memory, RocksDB's
+    estimate on disk (counting would read every key at every scrape)."""
+    store = table.data
+    if isinstance(store, PartitionedStore):
+        return store.estimated_keys
+    return lambda: len(store)
 
 
 def install_timers(

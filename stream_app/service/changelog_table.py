@@ -1,45 +1,130 @@
-"""A Faust table whose changelog records go out through the stage's own confirmed sends."""
+"""A stage's table: writes held until the batch's outputs are acknowledged, then sent to the
+changelog, then, once the broker acknowledged those too, written to the local store with the
+changelog offsets they got. So no state is ever ahead of an output it records (a recovery has
+nothing to re-publish), and the local store is never ahead of its changelog."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
-from stream_app.service.outputs import Outputs
+from stream_app.service.outputs import Send
+from stream_app.service.table_store import Change, PartitionedStore
+
+
+class LocalStore(Protocol):
+    """Where a table's acknowledged values live: Faust's store, on disk
+    (`table_store.PartitionedStore`) or in memory (`MemoryStore`)."""
+
+    def read(self, key: bytes) -> bytes | None:
+        """The stored value, or None."""
+
+    def stored_items(self) -> Iterable[tuple[bytes, bytes]]:
+        """Every stored key and value (of the partitions this worker is active for)."""
+
+    def write(self, partition: int, changes: Sequence[Change], offset: int | None) -> None:
+        """Apply `changes` (acknowledged by the changelog up to `offset`) at once."""
+
+
+class MemoryStore:
+    """A mapping as the local store (Faust's memory store, or a dict): no checkpoint, since
+    nothing of it outlives the process."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+    def read(self, key: bytes) -> bytes | None:
+        """The stored value, or None."""
+        value: bytes | None = self.data.get(key)
+        return value
+
+    def stored_items(self) -> Iterable[tuple[bytes, bytes]]:
+        """Every stored key and value."""
+        return list(self.data.items())
+
+    def write(self, partition: int, changes: Sequence[Change], offset: int | None) -> None:
+        """Apply `changes`."""
+        for key, value in changes:
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+
+
+def local_store(data: Any) -> LocalStore:
+    """The local store over a Faust table's `data`."""
+    return data if isinstance(data, PartitionedStore) else MemoryStore(data)
 
 
 class ChangelogTable:
-    """A stage's table: Faust's store for the values, the stage's `Outputs` for the changelog.
+    """A stage's table: reads see its own writes at once; the writes reach the changelog, then
+    the local store, once the stage's `Outputs.confirm` has every output of the batch
+    acknowledged and calls `write`."""
 
-    Faust sends a table's changelog records from a background buffer and does not fail the
-    batch when the broker refuses one: the offsets are committed, and the state lost. Here the
-    value goes into the table's store directly (Faust's `Table.data`) and the record, the same
-    raw key and value Faust would write, to the key's partition of the changelog through
-    `Outputs.send`, so the batch runner confirms it like every other output. Faust's recovery
-    reads these records as its own."""
-
-    def __init__(self, table: Any, outputs: Outputs, partition_of: Callable[[bytes], int]) -> None:
-        self.table = table
-        self.outputs = outputs
+    def __init__(
+        self,
+        store: LocalStore,
+        send: Send,
+        changelog: str,
+        partition_of: Callable[[bytes], int],
+    ) -> None:
+        self.store = store
+        self.send = send
+        self.changelog = changelog
         self.partition_of = partition_of
         """The partition of a key: the one its stage reads it from (co-partitioned)."""
-        self.changelog: str = table.changelog_topic.get_topic_name()
+        self.pending: dict[bytes, bytes | None] = {}
+        """Writes of the batch under way, not yet sent (None: a deletion)."""
 
     def get(self, key: bytes) -> bytes | None:
-        """The stored value, or None."""
-        value: bytes | None = self.table.data.get(key)
-        return value
+        """The value, the batch's own write first."""
+        if key in self.pending:
+            return self.pending[key]
+        return self.store.read(key)
 
-    def items(self) -> Iterable[tuple[bytes, bytes | None]]:
-        """Every stored key and value."""
-        return list(self.table.data.items())
+    def items(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every key and value, the batch's own writes over the stored ones."""
+        pending = dict(self.pending)
+        for key, value in self.store.stored_items():
+            if key not in pending:
+                yield key, value
+        for key, written in pending.items():
+            if written is not None:
+                yield key, written
 
     async def put(self, key: bytes, value: bytes) -> None:
-        """Store the value and send it to the changelog."""
-        self.table.data[key] = value
-        await self.outputs.send(self.changelog, key, value, self.partition_of(key))
+        """Hold a value until the batch's outputs are acknowledged."""
+        self.pending[key] = value
 
     async def delete(self, key: bytes) -> None:
-        """Remove the key and send its tombstone."""
-        self.table.data.pop(key, None)
-        await self.outputs.send(self.changelog, key, None, self.partition_of(key))
+        """Hold a deletion (a tombstone on the changelog) likewise."""
+        self.pending[key] = None
+
+    def rollback(self) -> None:
+        """Forget the writes held: their batch failed, or its partitions were revoked."""
+        self.pending.clear()
+
+    async def write(self) -> None:
+        """Send the held writes to the changelog, and once the broker acknowledged them, write
+        each partition's to the local store with the offset of its last record, at once. A
+        crash before the local write loses nothing: recovery reads the records back."""
+        if not self.pending:
+            return
+        changes = list(self.pending.items())
+        acks = []
+        for key, value in changes:
+            partition = self.partition_of(key)
+            acks.append((partition, await self.send(self.changelog, key, value, partition)))
+        by_partition: dict[int, list[Change]] = {}
+        offsets: dict[int, int] = {}
+        for (partition, ack), change in zip(acks, changes, strict=True):
+            metadata = await ack
+            by_partition.setdefault(partition, []).append(change)
+            offset = getattr(metadata, "offset", None)
+            if isinstance(offset, int):
+                offsets[partition] = max(offsets.get(partition, -1), offset)
+        for partition, partition_changes in by_partition.items():
+            self.store.write(partition, partition_changes, offsets.get(partition))
+        for key, value in changes:
+            if self.pending.get(key, ...) is value:
+                del self.pending[key]

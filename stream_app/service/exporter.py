@@ -86,7 +86,9 @@ class TableKeys(Collector):
     def collect(self) -> Iterator[Metric]:
         """The two families, a sample per table."""
         held = GaugeMetricFamily(
-            "evalstream_table_keys", "Keys a table holds on this worker", labels=["table"]
+            "evalstream_table_keys",
+            "Keys a table holds on this worker (RocksDB's estimate when on disk)",
+            labels=["table"],
         )
         cached = GaugeMetricFamily(
             "evalstream_table_cached_keys",
@@ -235,6 +237,12 @@ class Exporter:
         self.experiments = gauge(
             "evalstream_experiments", "Experiments with windows on this worker (its partitions)"
         )
+        self.restoring = gauge(
+            "evalstream_gauges_restoring_keys",
+            "Stored keys of newly owned partitions whose gauges are yet to be restored from the "
+            "table, after the worker is ready (0 once every gauge is back)",
+            ["table"],
+        )
         self.processing = Histogram(
             "evalstream_processing_seconds",
             "Processing time of one event per stage",
@@ -314,6 +322,7 @@ class Exporter:
             self.batch_size.labels(stage=stage)
         for table in tables:
             self.quarantined.labels(table=table)
+            self.restoring.labels(table=table)
 
     def set_tier(self, agg: TierAggregate, raw: bytes | None = None) -> None:
         """Mirror a tier's latest aggregate (`raw`: its JSON as published) in its gauges."""

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import faust
 from faust.app import BootStrategy
 from faust.tables import TableManager
-from faust.types import ServiceT
+from faust.types import TP, ServiceT
 from typing_extensions import override
 
 from stream_app.service.adaptive_stream import AdaptiveStream
@@ -21,6 +21,11 @@ from stream_app.service.settings import (
     PRODUCER_MAX_REQUEST_BYTES,
     Settings,
 )
+from stream_app.service.table_store import PartitionedStore, check_stores
+
+STORE_URLS: Final = {"rocksdb": "evalstream-rocksdb://", "memory": "memory://"}
+"""Faust's store of each `store` setting: `evalstream-rocksdb` is `table_store.PartitionedStore`,
+registered as an entry point of Faust's `faust.stores` group (pyproject.toml)."""
 
 
 class WebFirstBoot(BootStrategy):
@@ -56,6 +61,22 @@ class PromptTableManager(TableManager):
             await self._update_channels()
             await self.recovery.start()
 
+    @override
+    async def on_rebalance(
+        self,
+        assigned: set[TP],
+        revoked: set[TP],
+        newly_assigned: set[TP],
+        generation_id: int = 0,
+    ) -> None:
+        """Before Faust's recovery reads the local stores' checkpoints, discard each newly
+        assigned partition's database that its changelog does not vouch for
+        (`table_store.check_stores`)."""
+        stores = [t.data for t in self.values() if isinstance(t.data, PartitionedStore)]
+        settings: Settings = self.app.settings  # type: ignore[attr-defined]
+        await check_stores(settings, stores, newly_assigned)
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+
 
 class EvalstreamApp(faust.App):
     """Faust's app, carrying evalstream's settings (its consumer thread reads them) and
@@ -78,7 +99,7 @@ def faust_app(settings: Settings) -> EvalstreamApp:
         env={},
         broker=[f"kafka://{s}" for s in settings.bootstrap_servers],
         broker_credentials=faust_credentials(settings),
-        store=settings.store,
+        store=STORE_URLS[settings.store],
         datadir=str(settings.data_dir),
         autodiscover=False,
         topic_partitions=n,

@@ -10,6 +10,7 @@ import ssl
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from typing import Any, Final
 
+from aiokafka import TopicPartition
 from aiokafka import errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
@@ -196,8 +197,6 @@ async def check_reads(settings: Settings, topics: Iterable[str], group: str) -> 
     """Raise BrokerRefused when ACLs keep this client from its consumer group or from reading
     one of `topics` (those that exist): a fetch with no group, one partition each. Before the
     worker starts, so that a refusal is one line, not a crash in Faust's consumer thread."""
-    from aiokafka import TopicPartition
-
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
@@ -419,3 +418,21 @@ async def topic_partitions(admin: Any, topic: str) -> set[int]:
         if found["topic"] == topic and found["error_code"] == 0:
             return {int(p["partition"]) for p in found["partitions"]}
     return set()
+
+
+async def partition_bounds(
+    settings: Settings, partitions: Collection[TopicPartition]
+) -> tuple[str, dict[TopicPartition, tuple[int, int]]]:
+    """The broker's cluster id, and the first and the next offset of each partition (its log
+    start and high watermark): what a local store's checkpoint is judged by."""
+    admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
+    await admin.start()
+    try:
+        cluster = await admin.describe_cluster()
+    finally:
+        await admin.close()
+    async with groupless_consumer(settings) as consumer:
+        earliest = await consumer.beginning_offsets(list(partitions))
+        end = await consumer.end_offsets(list(partitions))
+    bounds = {tp: (int(earliest[tp]), int(end[tp])) for tp in partitions}
+    return str(cluster.get("cluster_id") or ""), bounds

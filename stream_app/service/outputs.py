@@ -58,6 +58,9 @@ class Outputs:
         self.exporter = exporter
         self.unconfirmed: list[Awaitable[Any]] = []
         """Acknowledgements of this batch's sends, not yet awaited (see `confirm`)."""
+        self.state_writers: list[Callable[[], Awaitable[None]]] = []
+        """What writes the stage's held states once its outputs are acknowledged (its table's
+        `ChangelogTable.write`)."""
 
     async def send(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None
@@ -67,13 +70,19 @@ class Outputs:
         self.unconfirmed.append(ack)
         return ack
 
-    async def confirm(self) -> None:
+    async def confirm(self, *, states: bool = True) -> None:
         """Wait until the broker acknowledged every record sent since the last call; raise if it
-        refused one. The batch runner calls it before a batch counts as done: Faust's own flush
-        before a commit waits for the records but does not fail on a refused one."""
+        refused one. Then (unless `states` is False) write the states held: every output is
+        acknowledged before the state that records it is written, so a crash in between
+        redelivers the batch and sends the outputs again, and no recovery re-publishes. The
+        batch runner calls it before a batch counts as done: Faust's own flush before a commit
+        waits for the records but does not fail on a refused one."""
         acks, self.unconfirmed = self.unconfirmed, []
         for ack in acks:
             await ack
+        if states:
+            for write in self.state_writers:
+                await write()
 
     async def forward_runs(self, partition: int, runs: list[bytes]) -> None:
         """Accepted runs' metrics (`RunMetrics` JSON) for one partition of the re-keyed topic,

@@ -172,13 +172,19 @@ class Settings(CoreConfig, BaseSettings):
         "of the week, not one record per key. Applied when the worker creates a changelog; "
         "one that exists keeps its configs (kafka-configs.sh --alter changes them).",
     )
-    store: Literal["memory://"] = Field(
-        default="memory://",
-        description="Faust's table store. Memory only: the tables are recovered from their "
-        "compacted changelogs at start. rocksdb:// is not offered: Faust's RocksDB store files "
-        "a key under the partition of the event being processed, and a batch spans partitions.",
+    store: Literal["rocksdb", "memory"] = Field(
+        default="rocksdb",
+        description="Where the tables live on the worker. `rocksdb`: on disk in `data_dir`, one "
+        "database per table and partition, checkpointed with its changelog offset, so a restart "
+        "on the same disk reads only the changelogs' tail (a database that does not match its "
+        "changelog is discarded and rebuilt from it). `memory`: in memory, read back from the "
+        "changelogs at every start (the demo's, whose embedded broker starts empty).",
     )
-    data_dir: Path = Field(default=Path(".evalstream"), description="Faust's data directory.")
+    data_dir: Path = Field(
+        default=Path(".evalstream"),
+        description="Faust's data directory: the `rocksdb` tables live in it (a volume that "
+        "outlives the process, one per worker).",
+    )
     web_bind: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)
     advertised_url: str | None = Field(

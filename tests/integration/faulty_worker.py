@@ -6,6 +6,9 @@ environment, before the worker starts:
   send to that topic fails with a `KafkaError` (once): at once when `FAULT_FAIL_SEND_HOW=raise`
   (a send the client refuses), or later, in its acknowledgement, when `...=ack` (a record the
   broker refuses, or one that expired in the producer's buffer).
+- `FAULT_KILL_AT_WRITE=N`, `FAULT_KILL_WHEN=before|after`: the process kills itself (SIGKILL)
+  at the N-th write of acknowledged changelog records to a local store: `before` it (the
+  changelog has them, the local store not), or `after` it (before the input is committed).
 - `FAULT_POISON_PREFIX=P`: the core raises `OverflowError` on runs whose id starts with
   `P-validate` (computing per-run metrics) and on any window holding a run whose id starts with
   `P-window` (aggregating it): a defect the contract did not exclude, on one event.
@@ -44,6 +47,27 @@ def install_send_failure(topic: str, after: int, how: str = "raise") -> None:
     aiokafka.AIOKafkaProducer.send = send
 
 
+def install_kill_at_write(after: int, when: str) -> None:
+    import signal
+
+    from stream_app.service.table_store import PartitionedStore
+
+    real = PartitionedStore.write
+    seen = 0
+
+    def write(self: Any, partition: int, changes: Any, offset: int | None) -> None:
+        nonlocal seen
+        if offset is not None:  # the worker's own write, not recovery's
+            seen += 1
+        if seen == after and when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        real(self, partition, changes, offset)
+        if seen == after and when == "after":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    PartitionedStore.write = write  # type: ignore[method-assign]
+
+
 def install_poison(prefix: str, patch: Callable[[Any, str, Any], None] = setattr) -> None:
     """`patch` sets an attribute (a test passes its monkeypatch's, which undoes it after)."""
     from stream_app.core import ingest, tier_state
@@ -70,6 +94,9 @@ def main() -> int:
     if topic:
         after = int(os.environ["FAULT_FAIL_SEND_AFTER"])
         install_send_failure(topic, after, os.environ.get("FAULT_FAIL_SEND_HOW", "raise"))
+    kill_at = os.environ.get("FAULT_KILL_AT_WRITE")
+    if kill_at:
+        install_kill_at_write(int(kill_at), os.environ.get("FAULT_KILL_WHEN", "before"))
     prefix = os.environ.get("FAULT_POISON_PREFIX")
     if prefix:
         install_poison(prefix)

@@ -8,7 +8,7 @@ from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.cross_tier import CrossTierStage
 from tests.helpers import SAMPLE_FILE
-from tests.stage_doubles import Sends, Table, records, samples, wiring
+from tests.stage_doubles import Sends, Table, records, recover, samples, wiring
 
 CHANGELOG = "evalstream-experiment-tiers-changelog"
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
@@ -41,23 +41,29 @@ async def test_reports_equal_replay_and_each_experiment_is_written_once_per_batc
     )
 
 
-async def test_recovery_and_revoke_touch_only_their_partitions() -> None:
-    stage, _, sends = make_stage()
-    config = stage.settings
-    report = await fed_the_sample(stage)
-    sends.sent.clear()
-    experiments = [r.experiment_id for r in report.cross_tier]
-    owned = {partition_for(experiments[0], 4)}
-    await stage.on_recover(owned)
-    republished = sends.keys(config.topics.cross_tier)
-    assert set(republished) == {e.encode() for e in experiments if partition_for(e, 4) in owned}
-    stage.on_revoked(owned)
-    left = {
+def gauged(stage: CrossTierStage) -> set[str]:
+    return {
         dict(labels)["experiment"]
         for (name, labels) in samples(stage.exporter)
         if name == "evalstream_experiment_cost_delta_usd"
     }
-    assert left == {e for e in experiments if partition_for(e, 4) not in owned}
+
+
+async def test_a_restart_restores_the_owned_experiments_gauges_and_a_rebalance_drops_them() -> None:
+    stage, table, _ = make_stage()
+    report = await fed_the_sample(stage)
+    config, sends, exporter, outputs = wiring()
+    again = CrossTierStage(table, CHANGELOG, config, outputs, exporter)
+    experiments = [r.experiment_id for r in report.cross_tier]
+    owned = {partition_for(experiments[0], 4)}
+    await recover(again, owned)
+    assert sends.sent == []  # nothing re-published
+    assert gauged(again) == {e for e in experiments if partition_for(e, 4) in owned}
+    assert gauged(again) == set(gauged(stage)) & gauged(again)
+    await recover(again, set(range(4)))
+    assert gauged(again) == set(experiments)
+    await recover(again, set(range(4)) - owned)
+    assert gauged(again) == {e for e in experiments if partition_for(e, 4) not in owned}
 
 
 async def test_a_bad_state_is_quarantined_when_loaded() -> None:

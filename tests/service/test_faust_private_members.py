@@ -17,6 +17,7 @@ from pathlib import Path
 import faust
 import pytest
 from faust.app import BootStrategy
+from faust.stores.rocksdb import Store as RocksStore
 from faust.tables import TableManager
 from faust.transport.consumer import Consumer as FaustConsumer
 from faust.transport.consumer import ThreadDelegateConsumer
@@ -42,6 +43,13 @@ PRIVATE: dict[str, type] = {  # member -> the Faust class that has it
     "_ensure_consumer": driver.AIOKafkaConsumerThread,
     "_fetch_records": driver.AIOKafkaConsumerThread,  # overridden
     "_highwaters": driver.AIOKafkaConsumerThread,  # overridden
+    "_get": RocksStore,  # table_store.PartitionedStore: overridden (a store's abstract methods)
+    "_set": RocksStore,  # overridden
+    "_del": RocksStore,  # overridden
+    "_contains": RocksStore,  # overridden
+    "_iteritems": RocksStore,  # table_store: the active partitions' keys and values
+    "_db_for_partition": RocksStore,  # table_store: a partition's database, opened if need be
+    "_dbs": RocksStore,  # table_store: the open databases, by partition (a discarded one goes)
 }
 FORKED: dict[tuple[type, str], str] = {  # Faust's method -> sha256 of its source, first 16
     (faust.Stream, "take_events"): "607d48aead118ba8",  # adaptive_stream.take_waiting adapts it

@@ -233,12 +233,13 @@ def test_a_bad_broker_url_from_the_environment_or_a_file(
         load_settings(cfg)
 
 
-def test_rocksdb_is_refused_as_a_store() -> None:
-    """Faust's RocksDB store files keys under the current event's partition, and the worker's
-    batches span partitions: it is not offered, and asking for it says so at start."""
-    with pytest.raises(ConfigError, match="store: Input should be 'memory://'"):
+def test_the_tables_live_on_disk_unless_asked_otherwise() -> None:
+    """RocksDB in the data directory by default; Faust's own store URLs are not settings (its
+    `rocksdb://` files keys under the current event's partition, and a batch spans them)."""
+    assert load_settings().store == "rocksdb"
+    assert load_settings(store="memory").store == "memory"
+    with pytest.raises(ConfigError, match="store: Input should be 'rocksdb' or 'memory'"):
         load_settings(store="rocksdb://")
-    assert load_settings(store="memory://").store == "memory://"
 
 
 def test_a_variable_that_names_no_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,15 @@ from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.suites import SuitesStage, record_key
 from stream_app.service.stages.table_stage import Revoked
-from tests.stage_doubles import Sends, Table, records, samples, turns_during, wiring
+from tests.stage_doubles import (
+    Sends,
+    Table,
+    records,
+    recover,
+    samples,
+    turns_during,
+    wiring,
+)
 
 CHANGELOG = "evalstream-suite-states-changelog"
 HOUR_US = 3_600_000_000
@@ -72,11 +80,11 @@ async def test_a_suites_tiers_are_published_together_with_their_differences() ->
     t0, t1 = sends.to(tiers_topic)  # T1 again, though none of its runs came
     assert t1["experiments"] == 3
     assert t1["pass_rate_difference"]["estimate"] == pytest.approx((1 + 0 + 0) / 3)
-    stage.drop_cache()
-    sends.sent.clear()
-    await stage.on_recover(set(range(stage.settings.partitions)))
-    assert [r["tier"] for r in sends.to(tiers_topic)] == ["T0", "T1"]
-    assert sends.to(tiers_topic)[1] == t1
+    again, again_sends = restarted(table)
+    await recover(again, set(range(stage.settings.partitions)))
+    assert again_sends.sent == []  # restored, not re-published
+    assert sorted(again.exporter.suites.suites) == [("agent", "T0"), ("agent", "T1")]
+    assert json.loads(again.exporter.suites.suites[("agent", "T1")].json) == t1
     spread = (1 - 1 / 2) ** 2 + (1 - 3 / 4) ** 2 + (1 - 5 / 6) ** 2  # about (P + 1/2) / (n + 1)
     # each composite 0.75, about (sum + 1/2) / (n + 1) too
     composite_spread = (0.75 - 1 / 2) ** 2 + (0.75 - 1.25 / 2) ** 2 + (0.75 - 2 / 3) ** 2
@@ -150,7 +158,7 @@ async def test_a_record_under_a_key_that_is_not_a_shares_is_quarantined() -> Non
     config = stage.settings
     old = {"seen": {"a": 5, "b": 2}, "hours": [], "days": {}, "runs": 7, "top": None}
     table[b"agent/T1"] = json.dumps(old).encode()
-    await stage.on_recover(set(range(config.partitions)))
+    await recover(stage, set(range(config.partitions)))
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     assert not table
@@ -213,67 +221,80 @@ async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
     assert not any(name.startswith("evalstream_suite") for name, _ in m)
 
 
-async def test_recovery_publishes_the_owned_suite_tiers_only() -> None:
-    stage, sends, _ = stage_with()
+def gauged(stage: SuitesStage) -> set[str]:
+    """The suites with gauges on the stage's exporter."""
+    return {suite for suite, _ in stage.exporter.suites.suites}
+
+
+async def test_a_restart_restores_the_owned_suite_tiers_gauges_and_publishes_nothing() -> None:
+    stage, _, table = stage_with()
     config = stage.settings
     topic = config.topics.suite_feed
     suites = [f"agent-{k}" for k in range(8)]
     await stage.handle(records(topic, [message("a", 1, suite=s) for s in suites]))
-    sends.sent.clear()
+    again, sends = restarted(table)
     owned = {0, 2}
-    count = await stage.on_recover(owned)
-    published = {r["suite"] for r in sends.to(config.topics.suite_tiers)}
+    count = await recover(again, owned)
     expected = {s for s in suites if partition_for(s, config.partitions) in owned}
-    assert published == expected
+    assert sends.sent == []
+    assert gauged(again) == expected
     assert count == len(expected)
     assert 0 < count < len(suites)
 
 
-async def test_recovery_gives_the_event_loop_back_while_it_makes_a_suite_tier() -> None:
+async def test_a_restoration_gives_the_event_loop_back_while_it_makes_a_suite_tier() -> None:
     """One suite tier is made from every experiment's share at once: 100,000 shares with
     100,000 tiers, seconds during which probes and scrapes must still be answered."""
-    stage, _, _ = stage_with()
+    stage, _, table = stage_with()
     topic = stage.settings.topics.suite_feed
     await stage.handle(records(topic, [message(f"e{i}", 1) for i in range(40)]))
-    stage.recovery_slice_s = 0.0
-    assert await turns_during(stage.on_recover(set(range(stage.settings.partitions)))) >= 40
-    stage.recovery_slice_s = 3600.0
-    turns = await turns_during(stage.on_recover(set(range(stage.settings.partitions))))
-    assert turns < 40
+    every = set(range(stage.settings.partitions))
+    for slice_s, turns in ((0.0, range(40, 1000)), (3600.0, range(3))):
+        again, _ = restarted(table)
+        again.recovery_slice_s = slice_s
+        assert await turns_during(again.restore_gauges(every, again.generation)) in turns
 
 
-async def recovering(messages: list[bytes]) -> tuple[SuitesStage, Sends, asyncio.Task[int]]:
-    """A stage that handled `messages`, its sends cleared, recovering with a pause per record."""
-    stage, sends, _ = stage_with()
-    config = stage.settings
-    await stage.handle(records(config.topics.suite_feed, messages))
-    sends.sent.clear()
-    stage.recovery_slice_s = 0.0
-    return stage, sends, asyncio.create_task(stage.on_recover(set(range(config.partitions))))
+def restarted(table: Table) -> tuple[SuitesStage, Sends]:
+    """A new worker's stage over the same table."""
+    config, sends, exporter, outputs = wiring()
+    return SuitesStage(table, CHANGELOG, config, outputs, exporter), sends
 
 
-async def test_a_recovery_revoked_while_it_makes_the_suite_tiers_publishes_none() -> None:
-    stage, sends, recovery = await recovering(
+async def restoring(messages: list[bytes]) -> tuple[SuitesStage, Sends, asyncio.Task[int]]:
+    """A restarted stage over the records of `messages`, restoring with a pause per record."""
+    stage, _, table = stage_with()
+    await stage.handle(records(stage.settings.topics.suite_feed, messages))
+    again, sends = restarted(table)
+    again.recovery_slice_s = 0.0
+    every = set(range(again.settings.partitions))
+    newly = await again.on_recover(every)
+    return again, sends, asyncio.create_task(again.restore_gauges(newly, again.generation))
+
+
+async def test_a_restoration_revoked_while_it_makes_the_suite_tiers_stops() -> None:
+    stage, sends, restoration = await restoring(
         [message(f"e{i}", 1, suite=f"a{i % 8}") for i in range(40)]
     )
     for _ in range(5):
         await asyncio.sleep(0)
     stage.on_revoked({0, 1})
     with pytest.raises(Revoked):
-        await recovery
-    assert sends.to(stage.settings.topics.suite_tiers) == []
+        await restoration
+    assert len(gauged(stage)) < 8
+    assert sends.sent == []
 
 
-async def test_a_recovery_revoked_while_it_publishes_stops_publishing() -> None:
-    """Each suite's reports give the loop back: a revocation there stops the rest."""
-    stage, sends, recovery = await recovering([message("e", 1, suite=f"a{k}") for k in range(8)])
-    topic = stage.settings.topics.suite_tiers
-    while not sends.to(topic):
+async def test_a_restoration_revoked_between_suites_stops_there() -> None:
+    """Each suite's tiers give the loop back: a revocation there stops the rest."""
+    stage, sends, restoration = await restoring([message("e", 1, suite=f"a{k}") for k in range(8)])
+    while not gauged(stage):
         await asyncio.sleep(0)
     stage.on_revoked(set(range(stage.settings.partitions)))
     with pytest.raises(Revoked):
-        await recovery
-    assert 0 < len(sends.to(topic)) < 8
+        await restoration
+    assert 0 < len(gauged(stage)) < 8
+    assert sends.sent == []
 
 
 async def test_a_message_that_is_not_one_is_dead_lettered() -> None:

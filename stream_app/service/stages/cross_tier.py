@@ -1,10 +1,10 @@
 """The third hop: tier aggregates into their experiment's figures (a table), cross-tier reports
-out. Re-published after every recovery, like the aggregates."""
+out, acknowledged before the states that record them are written."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from schemas.common import tier_sort_key
 from stream_app.core.experiment_state import (
@@ -18,6 +18,7 @@ from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key
 from stream_app.metrics.cross_tier import TierFigures, cross_tier_report
 from stream_app.service.outputs import Record
+from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.table_stage import TableStage
 
 
@@ -77,19 +78,23 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             await self.outputs.report(report)
         return len(batch)
 
-    def republish(self, key: str, state: ExperimentTiers) -> Callable[[], Awaitable[None]] | None:
-        """A recovered experiment re-publishes its report (an empty one has none)."""
-        if not state:
-            return None
-        report = cross_tier_report(
-            key, state, self.settings.baseline_tier, self.settings.interval_confidence
-        )
-        return lambda: self.outputs.report(report)
+    def restore_state(self, key: str, raw: bytes) -> None:
+        """A stored experiment's gauges, from its report made again (an empty one has none)."""
+        state = self.load(key, raw)
+        if state:
+            settings = self.settings
+            report = cross_tier_report(
+                key, state, settings.baseline_tier, settings.interval_confidence
+            )
+            self.exporter.set_experiment(report)
 
     async def retract(self, key: str) -> None:
         """A quarantined experiment state: its report's key gets a tombstone, its gauges go."""
         await self.outputs.retire_experiment(key)
 
-    def forget(self, key: str, raw: bytes) -> None:
-        """A lost experiment's gauges go."""
-        self.exporter.remove_experiment(key)
+    def forget(self, lost: set[int]) -> None:
+        """The lost partitions' experiments lose their gauges."""
+        n = self.settings.partitions
+        for experiment in list(self.exporter.aggregates.experiments):
+            if partition_for(experiment, n) in lost:
+                self.exporter.remove_experiment(experiment)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from stream_app.core.ingest import processing_error
@@ -21,7 +21,8 @@ from stream_app.core.suite.report import suite_tiers
 from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
-from stream_app.service.stages.table_stage import Pauses, TableStage
+from stream_app.service.partitioning import partition_for
+from stream_app.service.stages.table_stage import Pauses, Revoked, TableStage
 
 
 def record_key(key: str, experiment: str) -> bytes:
@@ -149,11 +150,17 @@ class SuitesStage(TableStage[SuiteState]):
         return len(batch)
 
     async def _publish_suites(
-        self, touched: set[str], states: dict[str, SuiteState], pause: Pauses | None = None
+        self,
+        touched: set[str],
+        states: dict[str, SuiteState],
+        pause: Pauses | None = None,
+        *,
+        publish: bool = True,
     ) -> None:
         """Publish every tier of each suite a key of `touched` belongs to (made from `states`,
         else the cache or the records), and withdraw each touched or quarantined suite tier with
-        no experiment left; `pause` between reports (a recovery's), else a turn of the loop."""
+        no experiment left; `pause` between reports (a restoration's), else a turn of the loop.
+        With `publish` False, only the gauges are set (`restore_gauges`)."""
         by_suite: dict[str, set[str]] = {}
         for key in touched:
             by_suite.setdefault(split_suite_key(key)[0], set()).add(key)
@@ -168,7 +175,7 @@ class SuitesStage(TableStage[SuiteState]):
             for key in sorted(keys):
                 state = tiers.get(key)
                 # a tier quarantined while loaded here (to compare with) is withdrawn too
-                changed = key in touched or key in self.purged
+                changed = (publish and key in touched) or key in self.purged
                 self.purged.discard(key)
                 if state is None or not state.shares:
                     self.cache.pop(key.encode(), None)
@@ -185,35 +192,57 @@ class SuitesStage(TableStage[SuiteState]):
                 settings.baseline_tier,
                 settings.interval_confidence,
             ):
-                await self.outputs.suite_tier(report)
+                if publish:
+                    await self.outputs.suite_tier(report)
+                else:
+                    self.exporter.set_suite(report)
                 # the other hops run between two reports
                 await (asyncio.sleep(0) if pause is None else pause())
 
-    async def _recover(self, owned: set[int], pause: Pauses) -> int:
-        """Make every owned suite tier from its records and re-publish it (a suite's tiers
-        together)."""
-        self.drop_cache()
-        keys = {
-            key for key, raws in self._index().items() for raw in raws if self._owns(raw, owned)
-        }
-        made = await self._prepare(keys, pause)
-        await self._publish_suites(keys, made, pause)
-        return len(made)
+    async def restore_gauges(self, partitions: set[int], generation: int) -> int:
+        """Every owned suite tier's gauges, made from its records (a suite's tiers together,
+        each suite under the lock, between batches). Returns the suite tiers restored."""
+        pause = Pauses(self.recovery_slice_s, lambda: self.generation == generation)
+        async with self.lock:
+            keys = sorted(
+                key
+                for key, raws in self._index().items()
+                for raw in raws
+                if self.partition_of(raw) in partitions
+            )
+        by_suite: dict[str, set[str]] = {}
+        for key in keys:
+            by_suite.setdefault(split_suite_key(key)[0], set()).add(key)
+        left = self.exporter.restoring.labels(table=self.table_name)
+        left.set(len(by_suite))
+        try:
+            for done, suite_keys in enumerate(by_suite.values(), start=1):
+                await pause()
+                async with self.lock:
+                    if self.generation != generation:
+                        raise Revoked
+                    made = await self._prepare(suite_keys, pause)
+                    await self._publish_suites(suite_keys, made, pause, publish=False)
+                    await self.outputs.confirm()
+                left.set(len(by_suite) - done)
+        finally:
+            left.set(0)
+        self.restored |= partitions
+        return len(keys)
 
-    def _owns(self, raw_key: bytes, owned: set[int]) -> bool:
-        return self.partition_of(raw_key) in owned
+    def restore_state(self, key: str, raw: bytes) -> None:
+        """Not used: a suite tier is restored from all its records (`restore_gauges`)."""
 
-    def republish(self, key: str, state: SuiteState) -> Callable[[], Awaitable[None]] | None:
-        """Not used: recovery makes whole suite tiers (`_recover`)."""
-        return None
+    def forget(self, lost: set[int]) -> None:
+        """The lost partitions' suites lose their gauges."""
+        n = self.settings.partitions
+        for suite, tier in list(self.exporter.suites.suites):
+            if partition_for(suite, n) in lost:
+                self.exporter.remove_suite(suite, tier)
 
     async def retract(self, key: str) -> None:
         """A quarantined record: nothing to withdraw yet; its suite tier is published again
         without it by the batch or the recovery that found it."""
-
-    def forget(self, key: str, raw: bytes) -> None:
-        """A lost suite tier's gauges go."""
-        self.exporter.remove_suite(*split_suite_key(parse_record_key(key.encode())[0]))
 
     def on_revoked(self, lost: set[int]) -> None:
         """Forget the index too: the records of the lost partitions are another worker's."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 from stream_app.core.ingest import processing_error, state_error
@@ -65,6 +65,13 @@ class StateTable(Protocol):
     async def delete(self, key: bytes) -> None:
         """Remove a key (and send its tombstone)."""
 
+    def rollback(self) -> None:
+        """Forget the writes of a batch that failed (not yet written)."""
+
+    async def write(self) -> None:
+        """Write what was put and deleted since the last call: called by `Outputs.confirm`
+        once every output sent before it is acknowledged."""
+
 
 class StateCache(dict[bytes, S]):
     """The decoded states of the most recently used keys, at most `max_keys`: decoded states
@@ -108,6 +115,7 @@ class TableStage(Generic[S]):
         self.settings = settings
         self.outputs = outputs
         self.exporter = exporter
+        outputs.state_writers.append(table.write)
         self.cache: StateCache[S] = StateCache(settings.state_cache_keys)
         """Decoded states of the keys this worker handled last, so a batch does not re-read the
         table; the table stays the truth: dropped on rebalance and whenever a batch fails."""
@@ -118,7 +126,11 @@ class TableStage(Generic[S]):
         """Counts rebalances (revocations): a writer that awaited across one must not go on
         with keys it may no longer own."""
         self.recovery_slice_s = RECOVERY_SLICE_S
-        """How long a recovery works between two turns of the event loop (`Pauses`)."""
+        """How long a gauge restoration works between two turns of the event loop."""
+        self.shown: set[int] = set()
+        """Partitions some of whose keys may have gauges on this worker."""
+        self.restored: set[int] = set()
+        """Partitions every key of which has its gauges (`restore_gauges` done)."""
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
@@ -148,14 +160,18 @@ class TableStage(Generic[S]):
         return None if raw is None else self.load(key, raw)
 
     async def handle(self, batch: Sequence[Record]) -> int:
-        """Process one batch; a failed batch drops the cache, which may be ahead of the table.
-        Returns the number of events it held."""
+        """Process one batch: its outputs acknowledged, then its states written
+        (`Outputs.confirm`). A failed batch drops the cache, which may be ahead of the table,
+        and the writes it held. Returns the number of events it held."""
         async with self.lock:
             try:
-                return await self.handle_batch(batch)
+                handled = await self.handle_batch(batch)
+                await self.outputs.confirm()
             except BaseException:
                 self.drop_cache()
+                self.table.rollback()
                 raise
+            return handled
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
         """The subclass's batch; returns the number of events it held."""
@@ -191,60 +207,88 @@ class TableStage(Generic[S]):
         )
         self.exporter.quarantined.labels(table=self.table_name).inc()
         await self.retract(key.decode(errors="replace"))  # else its outputs and gauges stay
-        await self.outputs.confirm()
+        await self.outputs.confirm(states=False)  # the batch's states wait for its outputs
         await self.table.delete(key)
 
     async def retract(self, key: str) -> None:
         """Withdraw what a key published (a quarantined state): tombstones and gauges."""
         raise NotImplementedError
 
-    def republish(self, key: str, state: S) -> Callable[[], Awaitable[None]] | None:
-        """What recovery publishes for a stored key (None: nothing)."""
-        raise NotImplementedError
-
-    async def on_recover(self, owned: set[int], generation: int | None = None) -> int:
-        """Re-publish every owned key's output; quarantine a stored state that cannot be loaded,
-        so that no key can keep the worker unready. Returns how many keys were re-published.
-        `generation`: the stage's when `owned` was read (default: now); raises `Revoked` once a
-        revocation has come since, even while this waited for the lock."""
+    async def on_recover(self, owned: set[int], generation: int | None = None) -> set[int]:
+        """The table is recovered (after every rebalance): every state is as its changelog has
+        it, and every output it records was acknowledged before it was written, so nothing is
+        re-published. The gauges of partitions no longer owned go; returns the owned
+        partitions whose gauges are yet to be restored (`restore_gauges`). `generation`: the
+        stage's when `owned` was read (default: now); raises `Revoked` once a revocation has
+        come since, even while this waited for the lock."""
         start = self.generation if generation is None else generation
-        pause = Pauses(self.recovery_slice_s, lambda: self.generation == start)
         async with self.lock:
-            return await self._recover(owned, pause)
+            if self.generation != start:
+                raise Revoked
+            self.drop_cache()
+            lost = self.shown - owned
+            if lost:
+                self.forget(lost)
+            self.restored &= owned
+            self.shown = set(owned)
+            return owned - self.restored
 
-    async def _recover(self, owned: set[int], pause: Pauses) -> int:
-        self.drop_cache()
-        count = 0
-        for key_bytes, raw in list(self.table.items()):
+    async def restore_gauges(self, partitions: set[int], generation: int) -> int:
+        """Restore the gauges (and what else this worker keeps in memory of its keys) of every
+        stored key of `partitions`, between batches, a slice at a time, each key read afresh
+        under the lock so that no batch's newer figure is overwritten. Raises `Revoked` once a
+        revocation comes. Returns the keys restored."""
+        pause = Pauses(self.recovery_slice_s, lambda: self.generation == generation)
+        keys: list[bytes] = []
+        for key, raw in self.table.items():
+            if raw is not None and self.partition_of(key) in partitions:
+                keys.append(key)
             await pause()
-            if raw is None or self.partition_of(key_bytes) not in owned:
-                continue
-            try:
-                publish = self.recovered(key_bytes.decode(), raw)
-            except Exception as exc:
-                await self.quarantine(key_bytes, exc)
-                continue
-            if publish is not None:
-                await publish()
-                count += 1
-        return count
+        left = self.exporter.restoring.labels(table=self.table_name)
+        left.set(len(keys))
+        try:
+            for done, key in enumerate(keys, start=1):
+                await pause()
+                async with self.lock:
+                    if self.generation != generation:
+                        raise Revoked
+                    raw = self.table.get(key)
+                    if raw is not None:
+                        await self.restore(key, raw)
+                        await self.outputs.confirm()
+                left.set(len(keys) - done)
+        finally:
+            left.set(0)
+        self.restored |= partitions
+        return len(keys)
 
-    def recovered(self, key: str, raw: bytes) -> Callable[[], Awaitable[None]] | None:
-        """What a recovery publishes for a stored key: by default, what its loaded state
-        re-publishes; raising quarantines the key."""
-        return self.republish(key, self.load(key, raw))
+    async def restore(self, key: bytes, raw: bytes) -> None:
+        """Restore one stored key's gauges; a state that cannot be loaded is quarantined."""
+        try:
+            self.restore_state(key.decode(), raw)
+        except Exception as exc:
+            await self.quarantine(key, exc)
 
-    def forget(self, key: str, raw: bytes) -> None:
-        """Drop the gauges of a key whose partition went to another worker."""
+    def restore_state(self, key: str, raw: bytes) -> None:
+        """Restore the gauges of one stored key from its state (raising quarantines it)."""
         raise NotImplementedError
+
+    def forget(self, lost: set[int]) -> None:
+        """Drop the gauges of the keys of partitions that went to another worker."""
+        raise NotImplementedError
+
+    async def revoke(self, lost: set[int]) -> None:
+        """Partitions were revoked: once the writer that holds the table is done (a retirement,
+        a restoration's key; Faust has waited for the batches), so that every state it changed
+        is on the changelog before another worker reads it, `on_revoked`."""
+        async with self.lock:
+            self.on_revoked(lost)
 
     def on_revoked(self, lost: set[int]) -> None:
-        """Drop the cache and the gauges of every key in the lost partitions."""
+        """A recovery or restoration under way stops, the cache goes. The gauges stay until
+        the recovery that follows says which partitions are gone."""
         self.generation += 1
         self.drop_cache()
-        for key_bytes, raw in list(self.table.items()):
-            if raw is not None and self.partition_of(key_bytes) in lost:
-                self.forget(key_bytes.decode(errors="replace"), raw)
 
     def drop_cache(self) -> None:
         """Forget the decoded states: the next batch reads the table."""

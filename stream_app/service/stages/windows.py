@@ -1,17 +1,16 @@
 """The second hop: runs into their tier's rolling window (a table); aggregates, grade changes and
-suite evidence out. Outputs converge to `replay` through any crash by two rules: a batch's grade
-changes and suite runs are acknowledged before the states that record them are written (a crash
-in between re-sends them, never loses one; the suite drops repeats), and after every recovery
-the aggregate of every owned key is re-published (an output lost between its changelog write
-and its own send is restored; consumers keep the latest message per key). Each state is stored
-with its aggregate (`core.stored_aggregate`), which a recovery re-publishes as stored."""
+suite evidence out. Outputs converge to `replay` through any crash by one rule: every output of
+a batch (aggregates, grade changes, suite runs) is acknowledged before the states that record
+it are written (`Outputs.confirm`); a crash in between redelivers the batch, which sends them
+again (consumers keep the latest message per key; the suite drops repeats), so no recovery
+re-publishes. Each state is stored with its aggregate (`core.stored_aggregate`), from which a
+restarted worker restores the tier's gauges as stored."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,7 +32,7 @@ from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 from stream_app.service.stages.suite_forwarding import SuiteForwarding
-from stream_app.service.stages.table_stage import Pauses, TableStage
+from stream_app.service.stages.table_stage import TableStage
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,9 @@ class WindowsStage(TableStage[TierState]):
         """The last state `load` checked, and its aggregate: recovery publishes that one
         rather than aggregating each tier twice."""
         self.made_by = fingerprint(self.settings)
-        """What stored aggregates this worker publishes as they are (`recovered`)."""
+        """What stored aggregates this worker restores gauges from as they are."""
+        self.rederived: dict[str, tuple[TierState, TierAggregate]] = {}
+        """States whose stored aggregate was derived again by `restore_state`."""
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
@@ -126,8 +127,9 @@ class WindowsStage(TableStage[TierState]):
         return runs, sources, events
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """Fold, dead-letter what failed, acknowledge grade changes and suite runs, then write
-        the states and publish each changed tier's aggregate once."""
+        """Fold, dead-letter what failed, send grade changes and suite runs, hold the states
+        and publish each changed tier's aggregate once (`handle` confirms the outputs, then
+        writes the states)."""
         runs, sources, events = await self._read(batch)
         now_us = to_epoch_us(datetime.now(UTC))
         if self.idle.due(now_us) and not self.lagging():
@@ -136,7 +138,6 @@ class WindowsStage(TableStage[TierState]):
             await self._retire(now_us)
         folded = fold_runs(runs, self.cached, self.settings)
         await self.settle(folded, lambda i: run_record(*sources[i]))
-        pending: list[Awaitable[Any]] = []
         added: dict[str, list[int]] = {}  # completed_at of each added run, per key
         forwarding = SuiteForwarding(self.outputs)
         for key, steps in folded.steps.items():
@@ -146,7 +147,7 @@ class WindowsStage(TableStage[TierState]):
                     continue
                 added.setdefault(key, []).append(runs[index][1].completed_at_us)
                 if step.grade_change is not None:
-                    pending.append(await self.outputs.grade_change(step.grade_change))
+                    await self.outputs.grade_change(step.grade_change)
                 if step.suite_run is not None and key in folded.states:
                     forwarding.run(step.suite, split_tier_key(key)[1], step.suite_run)
                 if step.page is not None:  # the gauge pages; the log says which run did it
@@ -156,9 +157,7 @@ class WindowsStage(TableStage[TierState]):
                         step.page.replace("_", " "),
                         runs[index][1].run_id,
                     )
-        pending += await forwarding.send()
-        if pending:  # acknowledged before the states that record them are written
-            await asyncio.gather(*pending)
+        await forwarding.send()  # with the aggregates, acknowledged before the states
         for key, state in folded.states.items():
             key_bytes = key.encode()
             state.touched_us = now_us
@@ -183,20 +182,35 @@ class WindowsStage(TableStage[TierState]):
         limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
         return record if len(record) <= limit else state_json
 
-    def recovered(self, key: str, raw: bytes) -> Callable[[], Awaitable[None]] | None:
-        """A stored aggregate this worker's code and settings made is re-published as it is,
-        if it reads back to the same bytes, names its tier, and its state is of this version
-        (the rest of the state is checked when its tier's next run loads it); any other is
-        derived from its state again, which quarantines a state that does not load."""
+    def restore_state(self, key: str, raw: bytes) -> None:
+        """A stored tier's gauges from the aggregate stored with it, as published, if this
+        worker's format and settings made it, it reads back to the same bytes, names its tier,
+        and its state is of this version (the rest of the state is checked when its tier's
+        next run loads it); and its experiment tracked for retirement from when it was last
+        touched. Any other is loaded (raising quarantines it) and aggregated again: `restore`
+        re-publishes it."""
+        aggregate, value, touched = self._stored(key, raw)
+        if aggregate is None:
+            state = self.load(key, raw)
+            aggregate, touched = self.checked[1] or state.aggregate(self.settings), state.touched_us
+            self.rederived[key] = (state, aggregate)
+        self.exporter.set_tier(aggregate, value)
+        self.idle.touch(aggregate.experiment_id, touched or to_epoch_us(datetime.now(UTC)))
+
+    def _stored(
+        self, key: str, raw: bytes
+    ) -> tuple[TierAggregate | None, bytes | None, int | None]:
+        """The aggregate stored with a tier's state, its bytes and the state's touch time, if
+        they can be used as they are; (None, None, None) otherwise."""
         try:
             record: Any = json.loads(raw)
         except (ValueError, RecursionError):
-            record = None
+            return None, None, None
         value = stored_aggregate(record, self.made_by)
         try:
             aggregate = None if value is None else TierAggregate.model_validate_json(value)
         except ValueError:
-            aggregate = None
+            return None, None, None
         touched = touched_of(record)
         if (
             aggregate is None
@@ -205,42 +219,34 @@ class WindowsStage(TableStage[TierState]):
             or record.get("v") != STATE_VERSION
             or not isinstance(record.get("window"), list)
             or (touched is None and "at" in record)
-        ):  # what the stored aggregate leans on is not sound: the whole state is loaded
-            return super().recovered(key, raw)
-        return self._back(aggregate, touched, value)
+        ):  # what the stored aggregate leans on is not sound
+            return None, None, None
+        return aggregate, value, touched
 
-    def republish(self, key: str, state: TierState) -> Callable[[], Awaitable[None]] | None:
-        """A recovered tier re-publishes its aggregate, and its experiment is tracked for
-        retirement from when it was last touched (a state stored without it: from now)."""
-        checked, aggregate = self.checked
-        if checked is not state or aggregate is None:  # recovery: what `load` just checked
-            aggregate = state.aggregate(self.settings)
-        return self._back(aggregate, state.touched_us)
+    async def restore(self, key: bytes, raw: bytes) -> None:
+        """A stored tier's gauges; one whose aggregate was derived again (another format or
+        settings made the stored one) has it re-published and stored anew."""
+        await super().restore(key, raw)
+        rederived = self.rederived.pop(key.decode(errors="replace"), None)
+        if rederived is not None:
+            state, aggregate = rederived
+            value = aggregate.model_dump_json().encode()
+            await self.outputs.aggregate(aggregate, value)
+            await self.table.put(key, self.stored(state, value))
 
-    def _back(
-        self, aggregate: TierAggregate, touched_us: int | None, value: bytes | None = None
-    ) -> Callable[[], Awaitable[None]]:
-        """A recovered tier: its experiment tracked for retirement from when it was last
-        touched (from now, without a touch time), and the send of its aggregate (`value`: its
-        JSON as stored)."""
-        self.idle.touch(aggregate.experiment_id, touched_us or to_epoch_us(datetime.now(UTC)))
-        return lambda: self.outputs.aggregate(aggregate, value)
-
-    async def _recover(self, owned: set[int], pause: Pauses) -> int:
-        """Re-publish the owned keys and track their experiments afresh."""
-        self.idle.clear()
-        count = await super()._recover(owned, pause)
+    async def restore_gauges(self, partitions: set[int], generation: int) -> int:
+        """Every stored tier's gauges, and the count of experiments once they are all back."""
+        count = await super().restore_gauges(partitions, generation)
         self.exporter.experiments.set(len(self.idle.last))
         return count
 
-    def forget(self, key: str, raw: bytes) -> None:
-        """A lost tier's gauges go."""
-        self.exporter.remove_tier(*split_tier_key(key))
-
-    def on_revoked(self, lost: set[int]) -> None:
-        """The lost partitions' experiments are no longer this worker's to retire."""
-        super().on_revoked(lost)
+    def forget(self, lost: set[int]) -> None:
+        """The lost partitions' tiers lose their gauges, and their experiments are no longer
+        this worker's to retire."""
         n = self.settings.partitions
+        for experiment, tier in list(self.exporter.aggregates.tiers):
+            if partition_for(experiment, n) in lost:
+                self.exporter.remove_tier(experiment, tier)
         for experiment in [e for e in self.idle.last if partition_for(e, n) in lost]:
             self.idle.forget(experiment)
         self.exporter.experiments.set(len(self.idle.last))

@@ -1,0 +1,321 @@
+"""Where a table's states live on the worker's disk: Faust's RocksDB store (one database per
+changelog partition, `rocksdict`), extended through its store class.
+
+- a key is filed under the partition it belongs to (`key_partition`, the stage's), never under
+  that of whatever event is current: a batch spans partitions;
+- a partition's values and its checkpoint (Faust's persisted offset: the last changelog offset
+  the database holds) change in one atomic write, whether the worker writes what the broker
+  acknowledged (`write`) or Faust's recovery applies the changelog (`apply_changelog_batch`);
+- a database the worker cannot vouch for is discarded before recovery reads its checkpoint
+  (`check`): one made by another format or cluster, one ahead of its changelog or behind its
+  start, one that does not open, one a read or write failed on. Recovery then reads the
+  changelog from its start, as on an empty disk.
+
+What a partition's database was made for sits beside it in a small file (`format_file`), written
+before the first value; no file, no trust. docs/operations.md, 'The data directory'."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+import rocksdict
+from aiokafka import TopicPartition
+from faust.stores import rocksdb
+from faust.types import TP
+from typing_extensions import override
+
+from stream_app.service.kafka_client import partition_bounds
+from stream_app.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STORE_FORMAT: Final = 1
+"""The layout of the values and checkpoints a partition's database holds: a database of another
+is discarded and rebuilt from the changelog."""
+
+WRITE_BUFFER_BYTES: Final = 4 * 1024 * 1024
+"""Each database's memtable: Faust's 64 MiB times three would let 3 tables by 8 partitions hold
+gigabytes of unflushed writes; the changelog, not the memtable, is what makes a write durable."""
+
+BLOCK_CACHE_BYTES: Final = 32 * 1024 * 1024
+"""One block cache shared by every database of the process (Faust makes 2 GiB for each): the
+stages keep their hot states decoded in their own caches."""
+
+Change = tuple[bytes, bytes | None]
+"""A key and its new value (None: deleted)."""
+
+
+class BrokerView(NamedTuple):
+    """What the broker says of a changelog partition, to judge a local database by."""
+
+    cluster_id: str
+    earliest: int
+    """The offset of the first record still in the partition (its log start)."""
+    end: int
+    """The offset the next record will get (the high watermark)."""
+
+
+def distrust(
+    made_for: dict[str, Any] | None,
+    expected: dict[str, Any],
+    persisted: int | None,
+    broker: BrokerView,
+) -> str | None:
+    """Why a partition's local database cannot be trusted, or None when it can: it must have
+    been made for this format, cluster and changelog, and its checkpoint (the last offset it
+    holds) must lie within what the changelog holds, so that reading on from it loses nothing."""
+    if made_for is None:
+        return "it has no format file"
+    if made_for != expected:
+        return f"it was made for {made_for}, not {expected}"
+    if persisted is None:
+        return None
+    if persisted >= broker.end:
+        return f"its checkpoint {persisted} is ahead of the changelog's end {broker.end}"
+    if persisted < broker.earliest - 1:
+        return f"its checkpoint {persisted} is before the changelog's start {broker.earliest}"
+    return None
+
+
+class StoreFailed(Exception):
+    """A read or write of a local database failed: no event's fault. The database is condemned
+    (its format file removed), so the restart that follows rebuilds it from the changelog."""
+
+
+class StoreOptions(rocksdb.RocksDBOptions):
+    """Faust's RocksDB options with small memtables and one block cache for all databases."""
+
+    shared_cache: rocksdict.Cache | None = None
+
+    def __init__(self) -> None:
+        super().__init__(
+            write_buffer_size=WRITE_BUFFER_BYTES,
+            max_write_buffer_number=2,
+            target_file_size_base=WRITE_BUFFER_BYTES * 4,
+            bloom_filter_size=10,
+            use_rocksdict=True,
+        )
+
+    @override
+    def as_options(self) -> rocksdict.Options:
+        """Options for one database, sharing the process's block cache."""
+        if StoreOptions.shared_cache is None:
+            StoreOptions.shared_cache = rocksdict.Cache(BLOCK_CACHE_BYTES)
+        options = rocksdict.Options(raw_mode=True)
+        options.create_if_missing(True)
+        if self.max_open_files is not None:
+            options.set_max_open_files(self.max_open_files)
+        options.set_write_buffer_size(self.write_buffer_size)
+        options.set_max_write_buffer_number(self.max_write_buffer_number)
+        options.set_target_file_size_base(self.target_file_size_base)
+        table = rocksdict.BlockBasedOptions()
+        table.set_bloom_filter(self.bloom_filter_size, block_based=True)
+        table.set_block_cache(StoreOptions.shared_cache)
+        options.set_block_based_table_factory(table)
+        return options
+
+
+class PartitionedStore(rocksdb.Store):
+    """Faust's RocksDB store, each key in its own partition's database, each write atomic with
+    its partition's checkpoint. Registered as Faust's `evalstream-rocksdb://` store (an entry
+    point of the `faust.stores` group)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rocksdb_options = StoreOptions()
+        self.key_partition: Callable[[bytes], int] | None = None
+        """The partition of a key (`ChangelogTable` sets the stage's)."""
+        self.made_for: dict[str, Any] = {"format": STORE_FORMAT}
+        """What a database must have been made for (`expect` adds the cluster and changelog)."""
+
+    @property
+    def changelog(self) -> str:
+        """The table's changelog topic."""
+        name: str = self.table.changelog_topic.get_topic_name()
+        return name
+
+    def expect(self, cluster_id: str, changelog: str) -> None:
+        """The cluster and changelog this worker's databases are made for."""
+        self.made_for = {"format": STORE_FORMAT, "cluster_id": cluster_id, "changelog": changelog}
+
+    def partition_of(self, key: bytes) -> int:
+        """The partition a key is filed under."""
+        if self.key_partition is None:
+            raise RuntimeError(f"{self.table_name}: no key partitioner set")
+        return self.key_partition(key)
+
+    def checkpoint(self, tp: TP) -> int | None:
+        """The changelog offset of the last record a partition's database holds."""
+        return super().persisted_offset(tp)
+
+    @override
+    def persisted_offset(self, tp: TP) -> int | None:
+        """Where Faust's recovery reads on from: one record before the checkpoint (re-read,
+        it changes nothing), so that a recovery always has a record to read. Faust's recovery
+        takes another path when none is left (it resumes the streams without fetching), in
+        which a stream partition was seen to stall after a rebalance (test_chaos's connection
+        cut, one run in two); with a record to read, it takes the path the memory store
+        always takes."""
+        offset = self.checkpoint(tp)
+        return None if offset is None or offset < 1 else offset - 1
+
+    def read(self, key: bytes) -> bytes | None:
+        """The stored value of a key, or None."""
+        return self._get(key)
+
+    def stored_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every key and value of the partitions this worker is active for."""
+        try:
+            yield from self._iteritems()
+        except Exception as exc:
+            raise StoreFailed(f"{self.table_name}: a local database failed ({exc})") from exc
+
+    @override
+    def _get(self, key: bytes) -> bytes | None:
+        partition = self.partition_of(key)
+        try:
+            value: bytes | None = self._db_for_partition(partition).get(key)
+        except Exception as exc:
+            raise self.condemn(partition, exc) from exc
+        return value
+
+    @override
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        self.write(self.partition_of(key), [(key, value)], None)
+
+    @override
+    def _del(self, key: bytes) -> None:
+        self.write(self.partition_of(key), [(key, None)], None)
+
+    @override
+    def _contains(self, key: bytes) -> bool:
+        return self._get(key) is not None
+
+    def write(self, partition: int, changes: Sequence[Change], offset: int | None) -> None:
+        """Apply `changes` to a partition's database and, in the same atomic write, set its
+        checkpoint to `offset` (the changelog offset of the last of them), if given."""
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in changes:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        if offset is not None:
+            batch.put(self.offset_key, str(offset).encode())
+        try:
+            self._db_for_partition(partition).write(batch)
+        except Exception as exc:
+            raise self.condemn(partition, exc) from exc
+
+    @override
+    def apply_changelog_batch(
+        self,
+        batch: Iterable[Any],
+        to_key: Callable[[Any], Any],
+        to_value: Callable[[Any], Any],
+    ) -> None:
+        """Faust's recovery (or a standby) applies changelog records: each partition's values
+        and checkpoint in one write, so a crash mid-way leaves a database that is merely
+        behind, never one whose checkpoint claims records it lacks."""
+        changes: dict[int, list[Change]] = {}
+        offsets: dict[int, int] = {}
+        for event in batch:
+            message = event.message
+            changes.setdefault(message.partition, []).append((message.key, message.value))
+            offsets[message.partition] = max(offsets.get(message.partition, -1), message.offset)
+        for partition, partition_changes in changes.items():
+            self.write(partition, partition_changes, offsets[partition])
+
+    def format_file(self, partition: int) -> Path:
+        """The file that says what a partition's database was made for."""
+        path = self.partition_path(partition)
+        return path.with_name(f"{path.name}.format.json")
+
+    def check(self, tp: TP, broker: BrokerView) -> str | None:
+        """Keep a newly assigned partition's database if it can be trusted; else discard it and
+        start an empty one (recovery then reads the whole changelog). Returns why it was
+        discarded, or None."""
+        partition = tp.partition
+        path, format_file = self.partition_path(partition), self.format_file(partition)
+        reason: str | None = None
+        if path.exists():
+            try:
+                made_for = json.loads(format_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                made_for = None
+            try:
+                persisted = self.checkpoint(tp)
+            except Exception as exc:  # it does not open, or its checkpoint does not read
+                if "lock" in str(exc).lower():  # another process has it open: not ours to drop
+                    raise
+                reason = f"it does not open ({exc})"
+            else:
+                reason = distrust(made_for, self.made_for, persisted, broker)
+            if reason is not None:
+                self.discard(partition)
+        if not format_file.exists():
+            self._db_for_partition(partition)  # made empty, then said what for
+            temporary = format_file.with_name(format_file.name + ".tmp")
+            temporary.write_text(json.dumps(self.made_for), encoding="utf-8")
+            os.replace(temporary, format_file)
+        return reason
+
+    def discard(self, partition: int) -> None:
+        """Close and delete a partition's database and its format file."""
+        db = self._dbs.pop(partition, None)
+        if db is not None:
+            with contextlib.suppress(Exception):
+                db.close()
+        self.format_file(partition).unlink(missing_ok=True)
+        shutil.rmtree(self.partition_path(partition), ignore_errors=True)
+
+    def condemn(self, partition: int, exc: Exception) -> StoreFailed:
+        """A read or write of a partition's database failed: remove its format file, so the
+        next start discards it, and say so."""
+        self.format_file(partition).unlink(missing_ok=True)
+        return StoreFailed(
+            f"{self.table_name}: the local database of partition {partition} failed ({exc}); "
+            "it is rebuilt from the changelog at the next start"
+        )
+
+    def estimated_keys(self) -> int:
+        """RocksDB's estimate of the keys held (counting them would read every one)."""
+        total = 0
+        for db in list(self._dbs.values()):
+            with contextlib.suppress(Exception):
+                total += int(db.property_int_value("rocksdb.estimate-num-keys") or 0)
+        return total
+
+
+async def check_stores(
+    settings: Settings, stores: Iterable[PartitionedStore], assigned: Iterable[TP]
+) -> None:
+    """Judge the local database of every newly assigned changelog partition of `stores` by what
+    the broker says of it (`PartitionedStore.check`), before Faust's recovery reads their
+    checkpoints; log each one discarded."""
+    wanted: dict[str, PartitionedStore] = {store.changelog: store for store in stores}
+    tps = [tp for tp in assigned if tp.topic in wanted]
+    if not tps:
+        return
+    cluster_id, bounds = await partition_bounds(
+        settings, [TopicPartition(tp.topic, tp.partition) for tp in tps]
+    )
+    for tp in sorted(tps):
+        store = wanted[tp.topic]
+        store.expect(cluster_id, tp.topic)
+        earliest, end = bounds[TopicPartition(tp.topic, tp.partition)]
+        reason = store.check(tp, BrokerView(cluster_id, earliest, end))
+        if reason is not None:
+            log.warning(
+                "%s[%d]: local database discarded, rebuilt from the changelog: %s",
+                tp.topic,
+                tp.partition,
+                reason,
+            )

@@ -1,0 +1,150 @@
+"""The tables on disk (issue 45) against a real worker on the test broker: a restart on the same
+disk reads only the changelogs' tail; a kill between the changelog's acknowledgement and the
+local write, or between the local write and the input's commit, loses and doubles nothing; a
+local store that is deleted, cut short, corrupted, copied from another cluster or ahead of its
+changelog is discarded and rebuilt from it. Each case ends equal to `replay`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import rocksdict
+
+from stream_app.synthetic import synthetic_lines
+from tests.integration.harness import (
+    Broker,
+    Worker,
+    outputs_equal_replay,
+    produce_lines,
+    settings_for,
+    wait_out_dead_member,
+    wait_until,
+)
+
+pytestmark = pytest.mark.xdist_group("persistent_store")
+
+FAULTY = [sys.executable, str(Path(__file__).with_name("faulty_worker.py"))]
+LINES = list(synthetic_lines(1200, experiments=6, seed=45))
+FIRST, SECOND = LINES[:800], LINES[800:]
+READING = re.compile(r"Reading Starts At - Active.*?\n((?:[|+].*\n)+)", re.S)
+DISCARDED = "local database discarded, rebuilt from the changelog"
+
+
+def tables(worker: Worker) -> Path:
+    return Path(worker.env["EVALSTREAM_DATA_DIR"]) / "v1" / "tables"
+
+
+def start_offsets(log: str) -> list[int]:
+    """The changelog offsets the last recovery in `log` started reading at."""
+    *_, table = READING.findall(log)
+    cells = [row.split("|")[3].strip() for row in table.splitlines() if row.startswith("| ")]
+    return [int(cell) for cell in cells if cell.lstrip("-").isdigit()]
+
+
+def run_then_kill(broker: Broker, workers: list[Worker], tmp: Path, **env: str) -> Worker:
+    """A worker that took FIRST and was SIGKILLed (or killed itself: `env`'s faults)."""
+    settings = settings_for(broker)
+    worker = Worker(broker, tmp, "w", command=FAULTY if env else None, **env).start()
+    workers.append(worker)
+    worker.wait_ready()
+    produce_lines(settings, FIRST)
+    if env:
+        assert worker.process is not None
+        worker.process.wait(90)
+        assert worker.process.returncode == -9
+    else:
+        wait_until(lambda: outputs_equal_replay(settings, FIRST), 90, what="the first runs")
+        worker.kill()
+    wait_out_dead_member(broker, settings)
+    return worker
+
+
+def restart_and_converge(broker: Broker, workers: list[Worker], tmp: Path) -> Worker:
+    """The same worker again on the same data directory, then SECOND: equal to `replay`."""
+    settings = settings_for(broker)
+    again = Worker(broker, tmp, "w").start()
+    workers.append(again)
+    again.wait_ready()
+    produce_lines(settings, SECOND)
+    wait_until(lambda: outputs_equal_replay(settings, LINES), 120, interval=1, what="replay")
+    return again
+
+
+def test_a_restart_on_the_same_disk_reads_only_the_changelogs_tail(
+    broker: Broker, workers: list[Worker], tmp_path: Path
+) -> None:
+    worker = run_then_kill(broker, workers, tmp_path)
+    first_start = worker.log_path.read_text()
+    assert min(start_offsets(first_start)) == -1  # the first start read from the start
+    again = restart_and_converge(broker, workers, tmp_path)
+    log = again.log_path.read_text()[len(first_start) :]
+    offsets = start_offsets(log)
+    assert sum(o > 0 for o in offsets) >= len(offsets) // 2, offsets  # from the checkpoints
+    assert DISCARDED not in log
+    formats = sorted(tables(again).glob("*.format.json"))
+    assert formats
+    assert {json.loads(f.read_text())["format"] for f in formats} == {1}
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_kill_around_the_local_write_loses_and_doubles_nothing(
+    broker: Broker, workers: list[Worker], tmp_path: Path, when: str
+) -> None:
+    """`before`: the changelog acknowledged the batch's states, the local store lacks them
+    (recovery reads them back; the input, not committed, is read again as repeats). `after`:
+    the local store has them, the input is not committed (read again as repeats)."""
+    run_then_kill(broker, workers, tmp_path, FAULT_KILL_AT_WRITE="3", FAULT_KILL_WHEN=when)
+    restart_and_converge(broker, workers, tmp_path)
+
+
+def delete(store: Path) -> None:
+    shutil.rmtree(store)
+
+
+def truncate(store: Path) -> None:
+    for path in sorted(store.rglob("*.db/*")):
+        if path.name.startswith(("MANIFEST", "OPTIONS")) or path.suffix in (".sst", ".log"):
+            path.write_bytes(path.read_bytes()[: max(len(path.read_bytes()) // 2, 1)])
+
+
+def corrupt(store: Path) -> None:
+    for path in sorted(store.rglob("*.db/*")):
+        if path.name.startswith("MANIFEST") or path.name == "CURRENT":
+            path.write_bytes(b"\xff" * 64)
+
+
+def other_cluster(store: Path) -> None:
+    for path in sorted(store.glob("*.format.json")):
+        made = json.loads(path.read_text())
+        path.write_text(json.dumps({**made, "cluster_id": "another-cluster"}))
+
+
+def ahead(store: Path) -> None:
+    for path in sorted(store.glob("*.db")):
+        db = rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True))
+        try:
+            db.put(b"__faust\0offset__", b"1000000")
+        finally:
+            db.close()
+
+
+@pytest.mark.parametrize(
+    "damage", [delete, truncate, corrupt, other_cluster, ahead], ids=lambda f: f.__name__
+)
+def test_a_local_store_its_changelog_does_not_vouch_for_is_rebuilt(
+    broker: Broker, workers: list[Worker], tmp_path: Path, damage: Callable[[Path], None]
+) -> None:
+    worker = run_then_kill(broker, workers, tmp_path)
+    before = worker.log_path.read_text()
+    damage(tables(worker))
+    again = restart_and_converge(broker, workers, tmp_path)
+    log = again.log_path.read_text()[len(before) :]
+    if damage is not delete:
+        assert DISCARDED in log
+    assert min(start_offsets(log)) == -1  # read from the start
