@@ -17,8 +17,11 @@ Consumers, each reading the same topic from the start in every round:
 Then, with the worker: latency from produce to aggregate at a steady 1,000 events/s, `/metrics`
 with 5,000 experiments x 7 tiers (render time, `/healthz` during a scrape), and RSS after the
 rounds and after --soak-events. Last, recovery: a worker holding 10k, 35k and 100k tiers
-(--recovery-tiers) is SIGKILLed and a new one started at once; the time until it answers
-/readyz and until it publishes again (and the largest size once more with static membership).
+(--recovery-tiers) is SIGKILLed and a new one started at once on the same data directory; the
+time until it answers /readyz and until it publishes again, and its resident memory per tier
+held (the largest size once more with static membership, and once more on an empty data
+directory); then two workers with standby replicas share the largest size, one is SIGKILLed,
+and the time until the survivor publishes on every partition again.
 
 The race runs on Apache Kafka by default (one KRaft node on loopback, from `.tools/kafka`, as
 production would run it); `--broker tansu` runs it on Tansu, the demo's embedded broker. Writes
@@ -77,6 +80,7 @@ from stream_app.service.kafka_client import (  # noqa: E402
     groupless_consumer,
     topic_partitions,
 )
+from stream_app.service.partitioning import partition_for  # noqa: E402
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
 from stream_app.service.topology import STATEFUL, changelog_topic  # noqa: E402
 from stream_app.sources.producer import produce  # noqa: E402
@@ -297,13 +301,18 @@ class Worker(WorkerProcess):
     """The evalstream worker under measurement, started at once, quiet, in its own group."""
 
     def __init__(
-        self, broker: Broker, workdir: Path, settings: Settings, port: int | None = None
+        self,
+        broker: Broker,
+        workdir: Path,
+        settings: Settings,
+        port: int | None = None,
+        name: str | None = None,
     ) -> None:
         t = settings.topics
         self.on_tansu = isinstance(broker, EmbeddedBroker)
         super().__init__(
             workdir,
-            settings.app_id,
+            name or settings.app_id,
             broker_url=broker.url,
             partitions=PARTITIONS,
             port=port,
@@ -312,6 +321,7 @@ class Worker(WorkerProcess):
                 "EVALSTREAM_APP_ID": settings.app_id,
                 "EVALSTREAM_LOG_LEVEL": os.environ.get("BENCH_WORKER_LOG_LEVEL", "warning"),
                 "EVALSTREAM_TOPICS__INPUT": t.input,
+                "EVALSTREAM_STANDBY_REPLICAS": str(settings.standby_replicas),
                 **(
                     {"EVALSTREAM_GROUP_INSTANCE_ID": settings.group_instance_id}
                     if settings.group_instance_id
@@ -605,33 +615,117 @@ RECOVERY_TIERS = (10_000, 35_000, 100_000)
 
 
 def recovery_figures(
-    broker: Broker, workdir: Path, tiers: int, static: bool = False
+    broker: Broker, workdir: Path, tiers: int, static: bool = False, *, empty_disk: bool = False
 ) -> dict[str, Any]:
     """A worker holding `tiers` tiers (one run each, 7 tiers an experiment) is killed with
     SIGKILL and started again at once on the same address, as a supervisor would: seconds until
     the new worker answers `/readyz` with 200, and until it has published the aggregate of a
     run produced just after the kill (emitting again). `static`: both with the same
-    `group_instance_id`, so that the new one need not wait out the dead one's session."""
-    name = f"bench-recovery-{tiers}" + ("-static" if static else "")
+    `group_instance_id`, so that the new one need not wait out the dead one's session.
+    `empty_disk`: the new one starts without the old one's data directory (a new node). Also
+    the first worker's resident memory when ready and once it holds the tiers."""
+    name = f"bench-recovery-{tiers}" + ("-static" if static else "") + ("-empty" * empty_disk)
     settings = worker_settings(broker, name, input_topic=f"{name}-input")
     if static:
         settings = settings.model_copy(update={"group_instance_id": f"{name}-worker"})
     t = settings.topics
     start = datetime(2030, 1, 1, tzinfo=UTC)
     lines = events(tiers, seed=5, start=start, experiments=math.ceil(tiers / 7))
-    asyncio.run(produce(settings, lines, progress=None, create_topics=True))
     first = Worker(broker, workdir, settings)
     try:
         first.wait_ready(timeout=300)
+        rss_ready, _ = first.rss_mib()
+        asyncio.run(produce(settings, lines, progress=None, create_topics=True))
         first.wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_feed])
+        time.sleep(5)  # the last batches' tables written, the collector's garbage gone
+        rss_held, _ = first.rss_mib()
     except BaseException:
         first.stop(timeout=30)
         raise
     changelog = asyncio.run(changelog_records(settings))
     probe = dict(next(iter(synthetic_events(1, experiments=1, start=start, prefix="bench"))))
     probe.update(run_id="bench-01/T0/recovery-probe", completed_at="2030-02-01T00:00:00+00:00")
-    figures = asyncio.run(restart_after_kill(broker, workdir, first, settings, probe))
-    return {"tiers": tiers, "static": static, "changelog_records": changelog, **figures}
+    figures = asyncio.run(
+        restart_after_kill(broker, workdir, first, settings, probe, empty_disk=empty_disk)
+    )
+    return {
+        "tiers": tiers,
+        "static": static,
+        "empty_disk": empty_disk,
+        "changelog_records": changelog,
+        "rss_ready_mib": rss_ready,
+        "rss_held_mib": rss_held,
+        "kib_per_tier": (rss_held - rss_ready) * 1024 / tiers,
+        **figures,
+    }
+
+
+def takeover_figures(broker: Broker, workdir: Path, tiers: int) -> dict[str, Any]:
+    """Two workers with a standby replica each share `tiers` tiers; one is SIGKILLed. Seconds
+    from the kill until the survivor has published the aggregate of a run produced just after
+    it on every partition (the dead one's among them): the session timeout, the takeover's
+    recovery from the standby copies, and the batch."""
+    name = f"bench-takeover-{tiers}"
+    settings = worker_settings(broker, name, input_topic=f"{name}-input")
+    settings = settings.model_copy(update={"standby_replicas": 1})
+    t = settings.topics
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    lines = events(tiers, seed=5, start=start, experiments=math.ceil(tiers / 7))
+    pair = [Worker(broker, workdir, settings, name=f"{name}-{n}") for n in "ab"]
+    try:
+        for worker in pair:
+            worker.wait_ready(timeout=300)
+        asyncio.run(produce(settings, lines, progress=None, create_topics=True))
+        pair[0].wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_feed])
+        time.sleep(5)  # the standbys read the last changelog records
+        probes = []
+        for partition in range(PARTITIONS):
+            experiment = next(
+                f"takeover-{i}"
+                for i in range(10_000)
+                if partition_for(f"takeover-{i}", PARTITIONS) == partition
+            )
+            probe = dict(next(iter(synthetic_events(1, experiments=1, start=start))))
+            probe.update(
+                run_id=f"{experiment}/T0/probe",
+                experiment_id=experiment,
+                tier="T0",
+                completed_at="2030-02-01T00:00:00+00:00",
+            )
+            probes.append(probe)
+        seconds = asyncio.run(publishing_after_kill(settings, pair[0], probes))
+    finally:
+        for worker in pair:
+            worker.stop(timeout=30)
+    return {"tiers": tiers, "takeover_s": seconds}
+
+
+async def publishing_after_kill(
+    settings: Settings, victim: Worker, probes: list[dict[str, Any]]
+) -> float:
+    """Kill `victim`, produce `probes`; seconds until each probe's aggregate is published."""
+    wanted = {p["run_id"] for p in probes}
+    async with groupless_consumer(
+        client_kwargs(settings),
+        settings.topics.aggregates,
+        auto_offset_reset="latest",
+        fetch_max_wait_ms=20,
+    ) as consumer:
+        await consumer.getmany(timeout_ms=500)
+        victim.kill()
+        killed = time.monotonic()
+        await produce(
+            settings, [json.dumps(p).encode() for p in probes], progress=None, create_topics=False
+        )
+        while wanted:
+            if time.monotonic() - killed > 600:
+                raise TimeoutError("the survivor did not take over within 600 s")
+            batch = await consumer.getmany(timeout_ms=100)
+            for records in batch.values():
+                for record in records:
+                    if record.value:
+                        wanted -= set(json.loads(record.value)["run_ids"])
+        return time.monotonic() - killed
 
 
 async def changelog_records(settings: Settings) -> int:
@@ -643,9 +737,16 @@ async def changelog_records(settings: Settings) -> int:
 
 
 async def restart_after_kill(
-    broker: Broker, workdir: Path, first: Worker, settings: Settings, probe: dict[str, Any]
+    broker: Broker,
+    workdir: Path,
+    first: Worker,
+    settings: Settings,
+    probe: dict[str, Any],
+    *,
+    empty_disk: bool = False,
 ) -> dict[str, float]:
-    """Kill `first`, start its successor, produce `probe`; time both answers from the kill."""
+    """Kill `first`, start its successor (on an empty data directory if `empty_disk`), produce
+    `probe`; time both answers from the kill."""
     wanted = probe["run_id"]
     async with groupless_consumer(
         client_kwargs(settings),
@@ -656,6 +757,8 @@ async def restart_after_kill(
         await consumer.getmany(timeout_ms=500)  # positioned at the end before the kill
         first.kill()
         killed = time.monotonic()
+        if empty_disk:
+            shutil.rmtree(first.env["EVALSTREAM_DATA_DIR"], ignore_errors=True)
         second = Worker(broker, workdir, settings, port=first.port)  # as a supervisor would
         try:
             await produce(
@@ -775,7 +878,7 @@ After {results["rss_mib"]["late_events"]:,} events on 280 tiers, the worker's ta
 segments).
 """
     if results.get("recovery"):
-        extra += recovery_table(results["recovery"])
+        extra += recovery_table(results["recovery"]) + takeover_line(results.get("takeover"))
     m = results["machine"]
     broker = results["broker"]
     name = broker["name"]
@@ -809,16 +912,31 @@ def recovery_table(recovery: list[dict[str, Any]]) -> str:
             per = (r["ready_s"] - before["ready_s"]) / (r["tiers"] - before["tiers"]) * 1000
             growth = f"{per:.2f} s"
         membership = "static (`group_instance_id`)" if r.get("static") else "dynamic (default)"
+        disk = "empty" if r.get("empty_disk") else "same"
+        per_tier = r.get("kib_per_tier")
+        memory = "—" if per_tier is None else f"{per_tier:.1f} KiB"
         rows.append(
-            f"| {r['tiers']:,.0f} | {membership} | {r['changelog_records']:,.0f} "
-            f"| {r['ready_s']:.1f} s | {r['emitting_s']:.1f} s | {growth} |"
+            f"| {r['tiers']:,.0f} | {membership} | {disk} | {r['changelog_records']:,.0f} "
+            f"| {r['ready_s']:.1f} s | {r['emitting_s']:.1f} s | {growth} | {memory} |"
         )
     body = "\n".join(rows)
     return f"""
-| recovery: SIGKILL, a new worker at once; tiers held | group membership | changelog records | `/readyz` 200 | emitting again | per 1,000 tiers more |
-|---|---|---|---|---|---|
+| recovery: SIGKILL, a new worker at once; tiers held | group membership | data directory | changelog records | `/readyz` 200 | emitting again | per 1,000 tiers more | resident memory per tier held |
+|---|---|---|---|---|---|---|---|
 {body}
 """
+
+
+def takeover_line(takeover: dict[str, Any] | None) -> str:
+    """The standby takeover's figure, a line below the recovery table."""
+    if not takeover:
+        return ""
+    return (
+        f"\nStandby takeover: two workers with `standby_replicas = 1` share "
+        f"{takeover['tiers']:,} tiers; one is SIGKILLed, and the survivor publishes on every "
+        f"partition again **{takeover['takeover_s']:.1f} s** after the kill (the default "
+        "session timeout, 10 s, is part of it).\n"
+    )
 
 
 def replace_section(text: str, name: str, section: str) -> str:
@@ -907,15 +1025,23 @@ def main() -> int:
         samples = {} if args.recovery_only else race(broker, workdir, only, args, results)
         sizes = [int(n) for n in args.recovery_tiers.split(",") if n]
         if not args.throughput_only and sizes:
-            # each size with the defaults, then the largest with static membership
-            for tiers, static in [*((n, False) for n in sizes), (max(sizes), True)]:
-                log(f"recovery after SIGKILL with {tiers:,} tiers{' (static)' * static}")
-                figures = recovery_figures(broker, workdir, tiers, static)
+            # each size with the defaults, then the largest with static membership, on the
+            # same disk and on an empty one
+            runs = [*((n, False, False) for n in sizes), (max(sizes), True, False)]
+            for tiers, static, empty in [*runs, (max(sizes), True, True)]:
+                how = " (static)" * static + " (empty disk)" * empty
+                log(f"recovery after SIGKILL with {tiers:,} tiers{how}")
+                figures = recovery_figures(broker, workdir, tiers, static, empty_disk=empty)
                 results.setdefault("recovery", []).append(figures)
                 log(f"  {figures}")
+            log(f"standby takeover with {max(sizes):,} tiers")
+            takeover = takeover_figures(broker, workdir, max(sizes))
+            results["takeover"] = takeover
+            log(f"  {takeover}")
     results["throughput"] = {name: summary(v) for name, v in samples.items() if v}
     if args.recovery_only:
         print(recovery_table(results.get("recovery", [])))
+        print(takeover_line(results.get("takeover")))
         return 0
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2) + "\n")

@@ -104,7 +104,7 @@ def faust_app(settings: Settings) -> EvalstreamApp:
         autodiscover=False,
         topic_partitions=n,
         topic_replication_factor=settings.replication_factor,
-        table_standby_replicas=0,
+        table_standby_replicas=settings.standby_replicas,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.heartbeat_interval_s,
         processing_guarantee="at_least_once",

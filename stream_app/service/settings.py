@@ -199,6 +199,16 @@ class Settings(CoreConfig, BaseSettings):
         "its partitions back at once instead of after `session_timeout_s`; a worker stopped "
         "with it keeps them, unserved, until then. Default: none (dynamic membership).",
     )
+    standby_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Faust's standby replicas: how many other workers keep a copy of each "
+        "partition's tables, read from its changelog as it is written, in their own data "
+        "directories (`rocksdb` store). A worker that takes over a dead one's partition then "
+        "reads only the changelog's tail from its copy. 0: none, a takeover reads the "
+        "changelog from its start (or from the worker's own earlier copy).",
+    )
     session_timeout_s: float = Field(default=10.0, gt=0)
     heartbeat_interval_s: float = Field(default=3.0, gt=0)
     batch_max_events: int = Field(

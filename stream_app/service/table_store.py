@@ -1,21 +1,12 @@
-"""Where a table's states live on the worker's disk: Faust's RocksDB store (one database per
-changelog partition, `rocksdict`), extended through its store class.
-
-- a key is filed under the partition it belongs to (`key_partition`, the stage's), never under
-  that of whatever event is current: a batch spans partitions;
-- a partition's values and its checkpoint (Faust's persisted offset: the last changelog offset
-  the database holds) change in one atomic write, whether the worker writes what the broker
-  acknowledged (`write`) or Faust's recovery applies the changelog (`apply_changelog_batch`);
-- a database the worker cannot vouch for is discarded before recovery reads its checkpoint
-  (`check`): one made by another format or cluster, one ahead of its changelog or behind its
-  start, one that does not open, one a read or write failed on. Recovery then reads the
-  changelog from its start, as on an empty disk.
-
-What a partition's database was made for sits beside it in a small file (`format_file`), written
-before the first value; no file, no trust. docs/operations.md, 'The data directory'."""
+"""Where a table's states live on the worker's disk: Faust's RocksDB store, one database per
+changelog partition, extended through its store class. A key is filed under its stage's
+partition, never the current event's; values and checkpoint change in one atomic write; a
+database the broker does not vouch for (`check_stores`) is discarded and rebuilt from its
+changelog. docs/operations.md, 'The data directory'."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -47,6 +38,10 @@ gigabytes of unflushed writes; the changelog, not the memtable, is what makes a 
 BLOCK_CACHE_BYTES: Final = 32 * 1024 * 1024
 """One block cache shared by every database of the process (Faust makes 2 GiB for each): the
 stages keep their hot states decoded in their own caches."""
+
+LOCK_ATTEMPTS: Final = 30
+"""How many times, a second apart, a locked database is tried before the worker stops (Faust's
+own opening of a database tries as often)."""
 
 Change = tuple[bytes, bytes | None]
 """A key and its new value (None: deleted)."""
@@ -311,7 +306,16 @@ async def check_stores(
         store = wanted[tp.topic]
         store.expect(cluster_id, tp.topic)
         earliest, end = bounds[TopicPartition(tp.topic, tp.partition)]
-        reason = store.check(tp, BrokerView(cluster_id, earliest, end))
+        for attempt in range(LOCK_ATTEMPTS):
+            try:
+                reason = store.check(tp, BrokerView(cluster_id, earliest, end))
+                break
+            except Exception as exc:
+                # Locked: by this process's handle of a partition revoked a moment ago, not
+                # yet closed, or by another process (which Faust's own opening waits for too).
+                if "lock" not in str(exc).lower() or attempt == LOCK_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(1.0)
         if reason is not None:
             log.warning(
                 "%s[%d]: local database discarded, rebuilt from the changelog: %s",

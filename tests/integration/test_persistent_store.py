@@ -27,12 +27,11 @@ from tests.integration.harness import (
     wait_until,
 )
 
-pytestmark = pytest.mark.xdist_group("persistent_store")
-
 FAULTY = [sys.executable, str(Path(__file__).with_name("faulty_worker.py"))]
 LINES = list(synthetic_lines(1200, experiments=6, seed=45))
 FIRST, SECOND = LINES[:800], LINES[800:]
-READING = re.compile(r"Reading Starts At - Active.*?\n((?:[|+].*\n)+)", re.S)
+READING = re.compile(r"Reading Starts At - Active.*?\n((?:(?:\||\+-).*\n)+)")
+HIGHWATER = re.compile(r"Highwater - Active.*?\n((?:(?:\||\+-).*\n)+)")
 DISCARDED = "local database discarded, rebuilt from the changelog"
 
 
@@ -40,11 +39,17 @@ def tables(worker: Worker) -> Path:
     return Path(worker.env["EVALSTREAM_DATA_DIR"]) / "v1" / "tables"
 
 
-def start_offsets(log: str) -> list[int]:
-    """The changelog offsets the last recovery in `log` started reading at."""
-    *_, table = READING.findall(log)
+def last_table(pattern: re.Pattern[str], log: str) -> list[int]:
+    """The third column of the last table `pattern` finds in a worker's log (Faust's tables of
+    its recoveries: a row per changelog partition, sorted)."""
+    *_, table = pattern.findall(log)
     cells = [row.split("|")[3].strip() for row in table.splitlines() if row.startswith("| ")]
     return [int(cell) for cell in cells if cell.lstrip("-").isdigit()]
+
+
+def start_offsets(log: str) -> list[int]:
+    """The changelog offsets the last recovery in `log` started reading at."""
+    return last_table(READING, log)
 
 
 def run_then_kill(broker: Broker, workers: list[Worker], tmp: Path, **env: str) -> Worker:
@@ -148,3 +153,27 @@ def test_a_local_store_its_changelog_does_not_vouch_for_is_rebuilt(
     if damage is not delete:
         assert DISCARDED in log
     assert min(start_offsets(log)) == -1  # read from the start
+
+
+def test_a_survivor_takes_over_from_its_standby_copy(
+    broker: Broker, workers: list[Worker], tmp_path: Path
+) -> None:
+    """Two workers with a standby replica each: one is SIGKILLed, and the other takes its
+    partitions over reading only the changelogs' tail from its copy of them."""
+    settings = settings_for(broker)
+    pair = [Worker(broker, tmp_path, n, EVALSTREAM_STANDBY_REPLICAS="1").start() for n in "ab"]
+    workers.extend(pair)
+    for worker in pair:
+        worker.wait_ready()
+    produce_lines(settings, FIRST)
+    wait_until(lambda: outputs_equal_replay(settings, FIRST), 90, what="the first runs")
+    dead, survivor = pair
+    before = len(survivor.log_path.read_text())
+    dead.kill()
+    produce_lines(settings, SECOND)
+    wait_until(lambda: outputs_equal_replay(settings, LINES), 120, interval=1, what="replay")
+    log = survivor.log_path.read_text()[before:]
+    starts, ends = start_offsets(log), last_table(HIGHWATER, log)
+    assert len(starts) == len(ends) > 0
+    from_scratch = [(s, e) for s, e in zip(starts, ends, strict=True) if s == -1 and e > 1]
+    assert from_scratch == []  # every partition with records read from a copy's checkpoint

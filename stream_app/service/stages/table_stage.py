@@ -1,6 +1,7 @@
-"""What the two stateful stages share: a table with a cache in front of it, the quarantine of
-stored states that cannot load, recovery that re-publishes the owned keys, and revoke clean-up.
-A subclass says how one batch is folded and what one stored key publishes."""
+"""What the stateful stages share: a table with a cache in front of it, batches whose outputs
+are acknowledged before their states are written, the quarantine of stored states that cannot
+load, the restoration of newly owned keys' gauges after a recovery, and revoke clean-up. A
+subclass says how one batch is folded and what gauges one stored key has."""
 
 from __future__ import annotations
 
@@ -19,20 +20,19 @@ from stream_app.service.settings import Settings
 S = TypeVar("S")
 
 RECOVERY_SLICE_S: Final = 0.02
-"""The longest a recovery works before it gives the event loop back."""
+"""The longest a gauge restoration works before it gives the event loop back."""
 
 
 class Revoked(Exception):
-    """Partitions were revoked while a recovery was under way: it stops there, and the recovery
-    after the rebalance publishes what this worker owns then."""
+    """Partitions were revoked while a recovery or a gauge restoration was under way: it stops
+    there, and the recovery after the rebalance restores what this worker owns then."""
 
 
 class Pauses:
     """Gives the event loop back whenever `slice_s` has passed since it last did: a walk over
-    every stored key (a recovery: seconds with 100,000 tiers) must not hold `/healthz`,
-    `/metrics` and the other tables' recoveries until it ends, or a liveness probe kills the
-    worker before it is back. Raises `Revoked` once `owned` says the partitions are gone, so
-    a recovery never publishes, deletes or quarantines what another worker now owns."""
+    every stored key (a gauge restoration: seconds with 100,000 tiers) must not hold batches,
+    `/healthz` and `/metrics` until it ends. Raises `Revoked` once `owned` says the partitions
+    are gone, so a walk never publishes, deletes or quarantines what another worker now owns."""
 
     def __init__(self, slice_s: float, owned: Callable[[], bool]) -> None:
         self.slice_s = slice_s
@@ -41,7 +41,7 @@ class Pauses:
 
     async def __call__(self) -> None:
         """A turn of the loop if this slice is used up (no await otherwise); `Revoked` if the
-        partitions were revoked since the recovery began."""
+        partitions were revoked since the walk began."""
         if time.monotonic() - self.since >= self.slice_s:
             await asyncio.sleep(0)
             self.since = time.monotonic()

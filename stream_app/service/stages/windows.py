@@ -280,8 +280,9 @@ class WindowsStage(TableStage[TierState]):
         """A tombstone for each tier of each idle experiment on the aggregates topic (the
         cross-tier stage then retires the experiment), acknowledged before the table entries
         are deleted (tombstones on the changelog), so that a crash in between retires it again
-        after recovery; then its gauges go. A rebalance while the tombstones wait leaves the
-        table alone: the keys may be another worker's now, and recovery re-publishes them."""
+        after recovery; then its gauges go. A revocation waits for the deletes (`revoke` takes
+        the lock this holds), so whoever owns the partitions next reads them from the
+        changelog."""
         retiring = set(self.idle.idle(now_us))
         if not retiring:
             return []
