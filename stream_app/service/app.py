@@ -178,6 +178,8 @@ class Worker:
         except Revoked:  # not recovered: the recovery after the rebalance will be
             log.info("%s: recovery cut short by a revocation", stage.table_name)
             return
+        except Exception as exc:
+            stop_fatally("recovery", exc)
         self.health.recovered.add(stage.table_name)
         log.info("%s recovered: %d partitions owned", stage.table_name, len(owned))
         if newly:
