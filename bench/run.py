@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -700,11 +700,9 @@ def takeover_figures(broker: Broker, workdir: Path, tiers: int) -> dict[str, Any
     return {"tiers": tiers, "takeover_s": seconds}
 
 
-async def publishing_after_kill(
-    settings: Settings, victim: Worker, probes: list[dict[str, Any]]
-) -> float:
-    """Kill `victim`, produce `probes`; seconds until each probe's aggregate is published."""
-    wanted = {p["run_id"] for p in probes}
+@contextlib.asynccontextmanager
+async def aggregates_from_now(settings: Settings) -> AsyncIterator[Any]:
+    """A consumer of the aggregates topic positioned at its end (before a kill)."""
     async with groupless_consumer(
         client_kwargs(settings),
         settings.topics.aggregates,
@@ -712,6 +710,15 @@ async def publishing_after_kill(
         fetch_max_wait_ms=20,
     ) as consumer:
         await consumer.getmany(timeout_ms=500)
+        yield consumer
+
+
+async def publishing_after_kill(
+    settings: Settings, victim: Worker, probes: list[dict[str, Any]]
+) -> float:
+    """Kill `victim`, produce `probes`; seconds until each probe's aggregate is published."""
+    wanted = {p["run_id"] for p in probes}
+    async with aggregates_from_now(settings) as consumer:
         victim.kill()
         killed = time.monotonic()
         await produce(
@@ -748,13 +755,7 @@ async def restart_after_kill(
     """Kill `first`, start its successor (on an empty data directory if `empty_disk`), produce
     `probe`; time both answers from the kill."""
     wanted = probe["run_id"]
-    async with groupless_consumer(
-        client_kwargs(settings),
-        settings.topics.aggregates,
-        auto_offset_reset="latest",
-        fetch_max_wait_ms=20,
-    ) as consumer:
-        await consumer.getmany(timeout_ms=500)  # positioned at the end before the kill
+    async with aggregates_from_now(settings) as consumer:
         first.kill()
         killed = time.monotonic()
         if empty_disk:

@@ -306,14 +306,9 @@ async def resolve_broker(settings: Settings) -> Settings:
     `tansu_cluster` unless set; Apache Kafka a random one) and the fetch wait that suits it."""
     kind = settings.broker_kind
     if kind == "auto":
-        admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
-        await admin.start()
-        try:
-            cluster = await admin.describe_cluster()
-        finally:
-            await admin.close()
-        kind = "tansu" if str(cluster.get("cluster_id") or "").startswith("tansu") else "kafka"
-        log.info("broker: %s (cluster id %s)", kind, cluster.get("cluster_id"))
+        cluster = await cluster_id(settings)
+        kind = "tansu" if cluster.startswith("tansu") else "kafka"
+        log.info("broker: %s (cluster id %s)", kind, cluster)
     wait = settings.fetch_max_wait_s
     if wait is None and kind == "tansu":
         wait = TANSU_WAIT_S
@@ -425,14 +420,19 @@ async def partition_bounds(
 ) -> tuple[str, dict[TopicPartition, tuple[int, int]]]:
     """The broker's cluster id, and the first and the next offset of each partition (its log
     start and high watermark): what a local store's checkpoint is judged by."""
+    cluster = await cluster_id(settings)
+    async with groupless_consumer(settings) as consumer:
+        earliest = await consumer.beginning_offsets(list(partitions))
+        end = await consumer.end_offsets(list(partitions))
+    return cluster, {tp: (int(earliest[tp]), int(end[tp])) for tp in partitions}
+
+
+async def cluster_id(settings: Settings) -> str:
+    """The id the broker's cluster reports ('' if none)."""
     admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=10000)
     await admin.start()
     try:
         cluster = await admin.describe_cluster()
     finally:
         await admin.close()
-    async with groupless_consumer(settings) as consumer:
-        earliest = await consumer.beginning_offsets(list(partitions))
-        end = await consumer.end_offsets(list(partitions))
-    bounds = {tp: (int(earliest[tp]), int(end[tp])) for tp in partitions}
-    return str(cluster.get("cluster_id") or ""), bounds
+    return str(cluster.get("cluster_id") or "")

@@ -22,7 +22,7 @@ from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
-from stream_app.service.stages.table_stage import Pauses, Revoked, TableStage
+from stream_app.service.stages.table_stage import Pauses, TableStage
 
 
 def record_key(key: str, experiment: str) -> bytes:
@@ -199,10 +199,9 @@ class SuitesStage(TableStage[SuiteState]):
                 # the other hops run between two reports
                 await (asyncio.sleep(0) if pause is None else pause())
 
-    async def restore_gauges(self, partitions: set[int], generation: int) -> int:
-        """Every owned suite tier's gauges, made from its records (a suite's tiers together,
-        each suite under the lock, between batches). Returns the suite tiers restored."""
-        pause = Pauses(self.recovery_slice_s, lambda: self.generation == generation)
+    async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
+        """The suites of `partitions`, each as the keys of its tiers with records: a suite
+        tier is restored from all its records, and a suite's tiers together."""
         async with self.lock:
             keys = sorted(
                 key
@@ -213,22 +212,12 @@ class SuitesStage(TableStage[SuiteState]):
         by_suite: dict[str, set[str]] = {}
         for key in keys:
             by_suite.setdefault(split_suite_key(key)[0], set()).add(key)
-        left = self.exporter.restoring.labels(table=self.table_name)
-        left.set(len(by_suite))
-        try:
-            for done, suite_keys in enumerate(by_suite.values(), start=1):
-                await pause()
-                async with self.lock:
-                    if self.generation != generation:
-                        raise Revoked
-                    made = await self._prepare(suite_keys, pause)
-                    await self._publish_suites(suite_keys, made, pause, publish=False)
-                    await self.outputs.confirm()
-                left.set(len(by_suite) - done)
-        finally:
-            left.set(0)
-        self.restored |= partitions
-        return len(keys)
+        return list(by_suite.values())
+
+    async def restore_unit(self, unit: Any, pause: Pauses) -> None:
+        """Restore one suite's tiers' gauges, made from their records."""
+        made = await self._prepare(unit, pause)
+        await self._publish_suites(unit, made, pause, publish=False)
 
     def restore_state(self, key: str, raw: bytes) -> None:
         """Not used: a suite tier is restored from all its records (`restore_gauges`)."""

@@ -235,32 +235,41 @@ class TableStage(Generic[S]):
 
     async def restore_gauges(self, partitions: set[int], generation: int) -> int:
         """Restore the gauges (and what else this worker keeps in memory of its keys) of every
-        stored key of `partitions`, between batches, a slice at a time, each key read afresh
-        under the lock so that no batch's newer figure is overwritten. Raises `Revoked` once a
-        revocation comes. Returns the keys restored."""
+        stored key of `partitions`, between batches, a unit at a time (`restore_unit`) under
+        the lock, each read afresh so that no batch's newer figure is overwritten. Raises
+        `Revoked` once a revocation comes. Returns the units restored."""
         pause = Pauses(self.recovery_slice_s, lambda: self.generation == generation)
+        units = await self.units_of(partitions, pause)
+        left = self.exporter.restoring.labels(table=self.table_name)
+        left.set(len(units))
+        try:
+            for done, unit in enumerate(units, start=1):
+                await pause()
+                async with self.lock:
+                    if self.generation != generation:
+                        raise Revoked
+                    await self.restore_unit(unit, pause)
+                    await self.outputs.confirm()
+                left.set(len(units) - done)
+        finally:
+            left.set(0)
+        self.restored |= partitions
+        return len(units)
+
+    async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
+        """What `restore_gauges` restores one at a time: the stored keys of `partitions`."""
         keys: list[bytes] = []
         for key, raw in self.table.items():
             if raw is not None and self.partition_of(key) in partitions:
                 keys.append(key)
             await pause()
-        left = self.exporter.restoring.labels(table=self.table_name)
-        left.set(len(keys))
-        try:
-            for done, key in enumerate(keys, start=1):
-                await pause()
-                async with self.lock:
-                    if self.generation != generation:
-                        raise Revoked
-                    raw = self.table.get(key)
-                    if raw is not None:
-                        await self.restore(key, raw)
-                        await self.outputs.confirm()
-                left.set(len(keys) - done)
-        finally:
-            left.set(0)
-        self.restored |= partitions
-        return len(keys)
+        return keys
+
+    async def restore_unit(self, unit: Any, pause: Pauses) -> None:
+        """Restore one stored key, as it is now."""
+        raw = self.table.get(unit)
+        if raw is not None:
+            await self.restore(unit, raw)
 
     async def restore(self, key: bytes, raw: bytes) -> None:
         """Restore one stored key's gauges; a state that cannot be loaded is quarantined."""
