@@ -15,15 +15,7 @@ from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.suites import SuitesStage, record_key
 from stream_app.service.stages.table_stage import Revoked
-from tests.stage_doubles import (
-    Sends,
-    Table,
-    records,
-    recover,
-    samples,
-    turns_during,
-    wiring,
-)
+from tests.stage_doubles import Sends, Table, records, recover, samples, turns_during, wiring
 
 CHANGELOG = "evalstream-suite-states-changelog"
 HOUR_US = 3_600_000_000

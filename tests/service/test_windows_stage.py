@@ -19,15 +19,7 @@ from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
 from stream_app.service.stages.table_stage import Revoked
 from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import encode, make_event
-from tests.stage_doubles import (
-    Sends,
-    Table,
-    records,
-    recover,
-    samples,
-    turns_during,
-    wiring,
-)
+from tests.stage_doubles import Sends, Table, records, recover, samples, turns_during, wiring
 
 CHANGELOG = "evalstream-tier-windows-changelog"
 
