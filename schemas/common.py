@@ -11,6 +11,9 @@ TIER_PATTERN: Final = r"^T(?:0|[1-9][0-9]?)$"
 """`T0` ... `T99`, one spelling each: `T01` would otherwise be a tier apart from `T1`."""
 _TIER_RE: Final = re.compile(TIER_PATTERN)
 
+EVERY_TIER: Final = tuple(f"T{n}" for n in range(100))
+"""Every tier name `TIER_PATTERN` allows, T0 to T99."""
+
 TierName = Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
 """A tier, `T0` (bare prompt baseline) to `T99`."""
 

@@ -10,6 +10,7 @@ Pure: the caller retires what `idle` returns.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Final
 
 US_PER_S: Final = 1_000_000
@@ -45,18 +46,26 @@ class IdleClock:
             heapq.heappop(heap)
         return False
 
-    def idle(self, now_us: int) -> list[str]:
-        """The experiments with no run since `now_us - ttl`, oldest first; they are forgotten
-        here (the caller retires them, and a new run starts them again)."""
+    def idle(self, now_us: int, judged: Callable[[str], bool] = lambda _: True) -> list[str]:
+        """The experiments with no run since `now_us - ttl`, oldest first, of those `judged`
+        says can be told idle (the others stay, unjudged); they are forgotten here (the
+        caller retires them, and a new run starts them again)."""
         out: list[str] = []
+        kept: list[tuple[int, str]] = []
         heap, cutoff = self._heap, now_us - self.ttl_us
         if not self.ttl_us:
             return out
         while heap and heap[0][0] < cutoff:
             at, experiment = heapq.heappop(heap)
-            if self.last.get(experiment) == at:
+            if self.last.get(experiment) != at:
+                continue
+            if judged(experiment):
                 del self.last[experiment]
                 out.append(experiment)
+            else:
+                kept.append((at, experiment))
+        for entry in kept:
+            heapq.heappush(heap, entry)
         return out
 
     def forget(self, experiment: str) -> None:

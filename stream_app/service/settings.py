@@ -180,6 +180,15 @@ class Settings(CoreConfig, BaseSettings):
         "changelog is discarded and rebuilt from it). `memory`: in memory, read back from the "
         "changelogs at every start (the demo's, whose embedded broker starts empty).",
     )
+    store_max_unwritten_s: float = Field(
+        default=43_200.0,
+        gt=0,
+        description="How long a local table's database may have gone unwritten and still be "
+        "trusted at a start (default 12 h): a compacted changelog drops a deletion's tombstone "
+        "after its `delete.retention.ms` (a day by default), so an older database could keep "
+        "keys deleted since. An older one is rebuilt from the changelog. Keep it below the "
+        "changelogs' `delete.retention.ms`.",
+    )
     data_dir: Path = Field(
         default=Path(".evalstream"),
         description="Faust's data directory: the `rocksdb` tables live in it (a volume that "

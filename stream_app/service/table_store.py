@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -22,6 +23,7 @@ from faust.stores import rocksdb
 from faust.types import TP
 from typing_extensions import override
 
+from stream_app.service.batches import stop_fatally
 from stream_app.service.kafka_client import partition_bounds
 from stream_app.service.settings import Settings
 
@@ -62,21 +64,41 @@ def distrust(
     expected: dict[str, Any],
     persisted: int | None,
     broker: BrokerView,
+    *,
+    unwritten_s: float = 0.0,
+    max_unwritten_s: float = float("inf"),
 ) -> str | None:
     """Why a partition's local database cannot be trusted, or None when it can: it must have
-    been made for this format, cluster and changelog, and its checkpoint (the last offset it
-    holds) must lie within what the changelog holds, so that reading on from it loses nothing."""
+    been made for this format, cluster and changelog; its checkpoint (the last offset it
+    holds) must lie within what the changelog holds, so that reading on from it loses nothing;
+    and it must have been written within `max_unwritten_s`, since a compacted changelog drops
+    a tombstone after `delete.retention.ms` (a day by default), and a database older than that
+    would keep keys deleted since."""
     if made_for is None:
         return "it has no format file"
     if made_for != expected:
         return f"it was made for {made_for}, not {expected}"
     if persisted is None:
         return None
+    if unwritten_s > max_unwritten_s:
+        return (
+            f"it was last written {unwritten_s / 3600:.1f} h ago, longer than "
+            f"store_max_unwritten_s ({max_unwritten_s / 3600:.1f} h): deletions since may be gone "
+            "from the compacted changelog"
+        )
     if persisted >= broker.end:
         return f"its checkpoint {persisted} is ahead of the changelog's end {broker.end}"
     if persisted < broker.earliest - 1:
         return f"its checkpoint {persisted} is before the changelog's start {broker.earliest}"
     return None
+
+
+def locked(exc: Exception) -> bool:
+    """Whether RocksDB refused to open a database because its LOCK file is held (by this
+    process's handle of it or another process's), and not for any other reason: a corrupt
+    block's "block checksum mismatch" says "lock" too."""
+    text = str(exc)
+    return "While lock file" in text or "lock hold by current process" in text
 
 
 class StoreFailed(Exception):
@@ -129,6 +151,8 @@ class PartitionedStore(rocksdb.Store):
         """The partition of a key (`ChangelogTable` sets the stage's)."""
         self.made_for: dict[str, Any] = {"format": STORE_FORMAT}
         """What a database must have been made for (`expect` adds the cluster and changelog)."""
+        self.max_unwritten_s = float("inf")
+        """How long a database may have gone unwritten and still be trusted (`expect`)."""
 
     @property
     def changelog(self) -> str:
@@ -136,9 +160,13 @@ class PartitionedStore(rocksdb.Store):
         name: str = self.table.changelog_topic.get_topic_name()
         return name
 
-    def expect(self, cluster_id: str, changelog: str) -> None:
-        """The cluster and changelog this worker's databases are made for."""
+    def expect(
+        self, cluster_id: str, changelog: str, max_unwritten_s: float = float("inf")
+    ) -> None:
+        """The cluster and changelog this worker's databases are made for, and how long one
+        may have gone unwritten."""
         self.made_for = {"format": STORE_FORMAT, "cluster_id": cluster_id, "changelog": changelog}
+        self.max_unwritten_s = max_unwritten_s
 
     def partition_of(self, key: bytes) -> int:
         """The partition a key is filed under."""
@@ -148,7 +176,18 @@ class PartitionedStore(rocksdb.Store):
 
     def checkpoint(self, tp: TP) -> int | None:
         """The changelog offset of the last record a partition's database holds."""
-        return super().persisted_offset(tp)
+        return self._checkpoint(tp)[0]
+
+    def written_at(self, tp: TP) -> float | None:
+        """When a partition's database was last written (seconds since the epoch)."""
+        return self._checkpoint(tp)[1]
+
+    def _checkpoint(self, tp: TP) -> tuple[int | None, float | None]:
+        raw = self._db_for_partition(tp.partition).get(self.offset_key)
+        if raw is None:
+            return None, None
+        offset, *written = raw.split()
+        return int(offset), float(written[0]) if written else None
 
     @override
     def persisted_offset(self, tp: TP) -> int | None:
@@ -203,7 +242,7 @@ class PartitionedStore(rocksdb.Store):
             else:
                 batch.put(key, value)
         if offset is not None:
-            batch.put(self.offset_key, str(offset).encode())
+            batch.put(self.offset_key, f"{offset} {time.time():.0f}".encode())
         try:
             self._db_for_partition(partition).write(batch)
         except Exception as exc:
@@ -225,8 +264,11 @@ class PartitionedStore(rocksdb.Store):
             message = event.message
             changes.setdefault(message.partition, []).append((message.key, message.value))
             offsets[message.partition] = max(offsets.get(message.partition, -1), message.offset)
-        for partition, partition_changes in changes.items():
-            self.write(partition, partition_changes, offsets[partition])
+        try:
+            for partition, partition_changes in changes.items():
+                self.write(partition, partition_changes, offsets[partition])
+        except StoreFailed as exc:  # Faust's recovery would log it and go on reading
+            stop_fatally("recovery", exc)
 
     def format_file(self, partition: int) -> Path:
         """The file that says what a partition's database was made for."""
@@ -246,13 +288,21 @@ class PartitionedStore(rocksdb.Store):
             except (OSError, ValueError):
                 made_for = None
             try:
-                persisted = self.checkpoint(tp)
+                persisted, written = self._checkpoint(tp)
             except Exception as exc:  # it does not open, or its checkpoint does not read
-                if "lock" in str(exc).lower():  # another process has it open: not ours to drop
+                if locked(exc):  # another process has it open: not ours to drop
                     raise
                 reason = f"it does not open ({exc})"
             else:
-                reason = distrust(made_for, self.made_for, persisted, broker)
+                unwritten = 0.0 if written is None else max(time.time() - written, 0.0)
+                reason = distrust(
+                    made_for,
+                    self.made_for,
+                    persisted,
+                    broker,
+                    unwritten_s=unwritten,
+                    max_unwritten_s=self.max_unwritten_s,
+                )
             if reason is not None:
                 self.discard(partition)
         if not format_file.exists():
@@ -281,9 +331,10 @@ class PartitionedStore(rocksdb.Store):
         )
 
     def estimated_keys(self) -> int:
-        """RocksDB's estimate of the keys held (counting them would read every one)."""
+        """RocksDB's estimate of the keys held in the partitions this worker is active for
+        (counting them would read every one)."""
         total = 0
-        for db in list(self._dbs.values()):
+        for db in list(self._dbs_for_actives()):
             with contextlib.suppress(Exception):
                 total += int(db.property_int_value("rocksdb.estimate-num-keys") or 0)
         return total
@@ -304,7 +355,7 @@ async def check_stores(
     )
     for tp in sorted(tps):
         store = wanted[tp.topic]
-        store.expect(cluster_id, tp.topic)
+        store.expect(cluster_id, tp.topic, settings.store_max_unwritten_s)
         earliest, end = bounds[TopicPartition(tp.topic, tp.partition)]
         for attempt in range(LOCK_ATTEMPTS):
             try:
@@ -313,7 +364,7 @@ async def check_stores(
             except Exception as exc:
                 # Locked: by this process's handle of a partition revoked a moment ago, not
                 # yet closed, or by another process (which Faust's own opening waits for too).
-                if "lock" not in str(exc).lower() or attempt == LOCK_ATTEMPTS - 1:
+                if not locked(exc) or attempt == LOCK_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(1.0)
         if reason is not None:

@@ -170,10 +170,18 @@ class Worker(WorkerProcess):
         workdir: Path,
         name: str,
         command: list[str] | None = None,
+        *,
+        port: int | None = None,
         **env: str,
     ) -> None:
         super().__init__(
-            workdir, name, broker_url=broker.url, partitions=PARTITIONS, command=command, env=env
+            workdir,
+            name,
+            broker_url=broker.url,
+            partitions=PARTITIONS,
+            command=command,
+            port=port,
+            env=env,
         )
 
     def check_alive(self) -> None:

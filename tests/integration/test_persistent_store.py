@@ -12,6 +12,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import rocksdict
@@ -23,7 +24,6 @@ from tests.integration.harness import (
     outputs_equal_replay,
     produce_lines,
     settings_for,
-    wait_out_dead_member,
     wait_until,
 )
 
@@ -52,10 +52,13 @@ def start_offsets(log: str) -> list[int]:
     return last_table(READING, log)
 
 
-def run_then_kill(broker: Broker, workers: list[Worker], tmp: Path, **env: str) -> Worker:
-    """A worker that took FIRST and was SIGKILLed (or killed itself: `env`'s faults)."""
+def run_then_kill(broker: Broker, workers: list[Worker], tmp: Path, **env: Any) -> Worker:
+    """A worker that took FIRST and was SIGKILLed (or killed itself: `env`'s faults). Static
+    membership, as a pod with its volume has it: its successor takes the partitions back at
+    once, on the same address."""
     settings = settings_for(broker)
-    worker = Worker(broker, tmp, "w", command=FAULTY if env else None, **env).start()
+    command = FAULTY if env else None
+    worker = Worker(broker, tmp, "w", command, EVALSTREAM_GROUP_INSTANCE_ID="w", **env).start()
     workers.append(worker)
     worker.wait_ready()
     produce_lines(settings, FIRST)
@@ -66,14 +69,14 @@ def run_then_kill(broker: Broker, workers: list[Worker], tmp: Path, **env: str) 
     else:
         wait_until(lambda: outputs_equal_replay(settings, FIRST), 90, what="the first runs")
         worker.kill()
-    wait_out_dead_member(broker, settings)
     return worker
 
 
-def restart_and_converge(broker: Broker, workers: list[Worker], tmp: Path) -> Worker:
-    """The same worker again on the same data directory, then SECOND: equal to `replay`."""
+def restart_and_converge(broker: Broker, workers: list[Worker], tmp: Path, first: Worker) -> Worker:
+    """The same worker again on the same data directory and address, then SECOND: equal to
+    `replay`."""
     settings = settings_for(broker)
-    again = Worker(broker, tmp, "w").start()
+    again = Worker(broker, tmp, "w", port=first.port, EVALSTREAM_GROUP_INSTANCE_ID="w").start()
     workers.append(again)
     again.wait_ready()
     produce_lines(settings, SECOND)
@@ -87,7 +90,7 @@ def test_a_restart_on_the_same_disk_reads_only_the_changelogs_tail(
     worker = run_then_kill(broker, workers, tmp_path)
     first_start = worker.log_path.read_text()
     assert min(start_offsets(first_start)) == -1  # the first start read from the start
-    again = restart_and_converge(broker, workers, tmp_path)
+    again = restart_and_converge(broker, workers, tmp_path, worker)
     log = again.log_path.read_text()[len(first_start) :]
     offsets = start_offsets(log)
     assert sum(o > 0 for o in offsets) >= len(offsets) // 2, offsets  # from the checkpoints
@@ -104,8 +107,8 @@ def test_a_kill_around_the_local_write_loses_and_doubles_nothing(
     """`before`: the changelog acknowledged the batch's states, the local store lacks them
     (recovery reads them back; the input, not committed, is read again as repeats). `after`:
     the local store has them, the input is not committed (read again as repeats)."""
-    run_then_kill(broker, workers, tmp_path, FAULT_KILL_AT_WRITE="3", FAULT_KILL_WHEN=when)
-    restart_and_converge(broker, workers, tmp_path)
+    first = run_then_kill(broker, workers, tmp_path, FAULT_KILL_AT_WRITE="3", FAULT_KILL_WHEN=when)
+    restart_and_converge(broker, workers, tmp_path, first)
 
 
 def delete(store: Path) -> None:
@@ -148,7 +151,7 @@ def test_a_local_store_its_changelog_does_not_vouch_for_is_rebuilt(
     worker = run_then_kill(broker, workers, tmp_path)
     before = worker.log_path.read_text()
     damage(tables(worker))
-    again = restart_and_converge(broker, workers, tmp_path)
+    again = restart_and_converge(broker, workers, tmp_path, worker)
     log = again.log_path.read_text()[len(before) :]
     if damage is not delete:
         assert DISCARDED in log

@@ -50,6 +50,7 @@ PRIVATE: dict[str, type] = {  # member -> the Faust class that has it
     "_iteritems": RocksStore,  # table_store: the active partitions' keys and values
     "_db_for_partition": RocksStore,  # table_store: a partition's database, opened if need be
     "_dbs": RocksStore,  # table_store: the open databases, by partition (a discarded one goes)
+    "_dbs_for_actives": RocksStore,  # table_store.estimated_keys: the active partitions' ones
 }
 FORKED: dict[tuple[type, str], str] = {  # Faust's method -> sha256 of its source, first 16
     (faust.Stream, "take_events"): "607d48aead118ba8",  # adaptive_stream.take_waiting adapts it

@@ -247,6 +247,20 @@ async def test_a_restoration_gives_the_event_loop_back_while_it_makes_a_suite_ti
         assert await turns_during(again.restore_gauges(every, again.generation)) in turns
 
 
+async def test_a_share_quarantined_while_gauges_are_restored_republishes_its_suite_tier() -> None:
+    """Its suite tier's report on `suite-tiers` still counts the share: restored without it,
+    the report is published again, not only its gauges set."""
+    stage, _, table = stage_with()
+    config = stage.settings
+    await stage.handle(records(config.topics.suite_feed, [message("a", 1), message("b", 1)]))
+    table[record_key("agent/T1", "b")] = b'{"e": 1}'
+    again, sends = restarted(table)
+    await recover(again, set(range(config.partitions)))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "state_error"
+    assert sends.to(config.topics.suite_tiers)[-1]["experiments_with_runs"] == 1
+
+
 def restarted(table: Table) -> tuple[SuitesStage, Sends]:
     """A new worker's stage over the same table."""
     config, sends, exporter, outputs = wiring()

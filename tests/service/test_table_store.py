@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +26,7 @@ from stream_app.service.table_store import (
     PartitionedStore,
     StoreFailed,
     distrust,
+    locked,
 )
 
 CHANGELOG = "t-states-changelog"
@@ -113,6 +115,21 @@ def test_what_a_checkpoint_is_trusted_against(
     assert (reason is None) if why is None else (reason is not None and why in reason)
 
 
+def test_a_database_unwritten_for_longer_than_tombstones_are_kept_is_not_trusted() -> None:
+    """A compacted changelog drops a deletion's tombstone after `delete.retention.ms`: a
+    database older than that would keep the deleted key."""
+    assert distrust(MADE, MADE, 3, BROKER, unwritten_s=3600, max_unwritten_s=7200) is None
+    reason = distrust(MADE, MADE, 3, BROKER, unwritten_s=9000, max_unwritten_s=7200)
+    assert reason is not None
+    assert "last written 2.5 h ago" in reason
+
+
+def test_only_a_held_lock_file_counts_as_locked() -> None:
+    assert locked(Exception("IO error: While lock file: /d/x-1.db/LOCK: Resource unavailable"))
+    assert locked(Exception("IO error: lock hold by current process, acquire time 17"))
+    assert not locked(Exception("Corruption: block checksum mismatch: stored = 1"))
+
+
 def test_a_trusted_database_is_kept_across_a_restart(tmp_path: Path) -> None:
     first = open_store(tmp_path)
     assert first.check(tp(1), BROKER) is None  # new: made, and said what for
@@ -122,6 +139,21 @@ def test_a_trusted_database_is_kept_across_a_restart(tmp_path: Path) -> None:
     again = open_store(tmp_path)
     assert again.check(tp(1), BROKER) is None
     assert again.read(b"a") == b"1"
+    close(again)
+
+
+def test_a_database_written_long_ago_is_discarded(tmp_path: Path) -> None:
+    first = open_store(tmp_path)
+    first.check(tp(1), BROKER)
+    first.write(1, [(b"a", b"1")], 5)
+    first._dbs[1].put(first.offset_key, f"5 {time.time() - 3 * 86_400:.0f}".encode())
+    close(first)
+    again = open_store(tmp_path)
+    again.expect("c1", CHANGELOG, max_unwritten_s=86_400)
+    reason = again.check(tp(1), BROKER)
+    assert reason is not None
+    assert "last written 72.0 h ago" in reason
+    assert again.read(b"a") is None
     close(again)
 
 

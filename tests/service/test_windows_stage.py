@@ -16,7 +16,7 @@ from stream_app.core.window import to_epoch_us
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
-from stream_app.service.stages.table_stage import Revoked
+from stream_app.service.stages.table_stage import Pauses, Revoked
 from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import encode, make_event
 from tests.stage_doubles import Sends, Table, records, recover, samples, turns_during, wiring
@@ -468,8 +468,12 @@ async def test_the_state_cache_keeps_the_most_recently_used_keys_only() -> None:
     assert aggregate["runs"] == 2
 
 
-async def test_a_run_for_an_experiment_idle_past_the_ttl_starts_it_fresh_before_the_timer() -> None:
-    """Replay's rule, exactly: the batch retires the idle experiment before folding its run."""
+@pytest.mark.parametrize("restored", [True, False], ids=["restored", "gauges not restored yet"])
+async def test_a_run_for_an_experiment_idle_past_the_ttl_starts_it_fresh_before_the_timer(
+    restored: bool,
+) -> None:
+    """Replay's rule, exactly: the batch retires the idle experiment before folding its run,
+    also before a restarted worker has restored that experiment's gauges."""
     stage, sends, table = stage_with(experiment_idle_ttl_s=86_400)
     config = stage.settings
     await stage.handle(forwarded(config, *(run(n, tier="T0") for n in range(1, 11))))
@@ -477,7 +481,11 @@ async def test_a_run_for_an_experiment_idle_past_the_ttl_starts_it_fresh_before_
     stored["at"] -= 2 * DAY_US
     table[b"exp/T0"] = json.dumps(stored).encode()
     stage, sends = restarted(stage, table, experiment_idle_ttl_s=86_400)
-    await recover(stage, {0, 1, 2, 3})
+    stage.lagging = lambda: False
+    if restored:
+        await recover(stage, {0, 1, 2, 3})
+    else:
+        await stage.on_recover({0, 1, 2, 3})
     sends.sent.clear()
     await stage.handle(forwarded(config, run(11, tier="T0")))
     assert sends.tombstones(config.topics.aggregates) == [b"exp/T0"]
@@ -648,3 +656,23 @@ def test_a_state_stored_with_its_aggregate_fits_the_broker_or_goes_alone() -> No
     small = stage.stored(state, b"{}")
     assert len(small) > len(state.to_json())
     assert json.loads(small)["agg"] == "{}"
+
+
+async def test_retirement_judges_an_experiment_by_all_its_tiers_while_gauges_are_restored() -> None:
+    """A restarted worker restores its keys one at a time after it is ready: an experiment
+    whose old tier came back before its recent one must not look idle meanwhile."""
+    stage, _, table = stage_with(experiment_idle_ttl_s=86_400)
+    config = stage.settings
+    await stage.handle(forwarded(config, run(1, tier="T0"), run(1, tier="T5")))
+    stored = json.loads(table[b"exp/T0"])
+    stored["at"] -= 2 * DAY_US  # T0 last ran two days ago, T5 now
+    table[b"exp/T0"] = json.dumps(stored).encode()
+    again, sends = restarted(stage, table, experiment_idle_ttl_s=86_400)
+    again.lagging = lambda: False
+    newly = await again.on_recover({0, 1, 2, 3})
+    await again.restore_unit(b"exp/T0", Pauses(0.0, lambda: True))  # T0 back, T5 not yet
+    assert await again.retire_idle(now_us()) == []
+    await again.restore_gauges(newly, again.generation)
+    assert await again.retire_idle(now_us()) == []
+    assert await again.retire_idle(now_us() + 2 * DAY_US) == ["exp"]
+    assert set(sends.tombstones(config.topics.aggregates)) == {b"exp/T0", b"exp/T5"}

@@ -172,6 +172,9 @@ class SuitesStage(TableStage[SuiteState]):
             missing = {k for k in keys if k not in states}
             tiers = {**states, **await self._prepare(missing, pause)}
             alive: dict[str, SuiteState] = {}
+            # a suite with a record quarantined (here, or by the batch) is published whatever
+            # the caller asked: its reports no longer match its records
+            publishing = publish or bool(keys & self.purged)
             for key in sorted(keys):
                 state = tiers.get(key)
                 # a tier quarantined while loaded here (to compare with) is withdrawn too
@@ -192,7 +195,7 @@ class SuitesStage(TableStage[SuiteState]):
                 settings.baseline_tier,
                 settings.interval_confidence,
             ):
-                if publish:
+                if publishing:
                     await self.outputs.suite_tier(report)
                 else:
                     self.exporter.set_suite(report)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.aggregates import TierAggregate
+from schemas.common import EVERY_TIER
 from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_tier_key, tier_key
@@ -78,6 +79,9 @@ class WindowsStage(TableStage[TierState]):
         self.made_by = fingerprint(self.settings)
         """What stored aggregates this worker restores gauges from as they are."""
         self.rederived: dict[str, tuple[TierState, TierAggregate]] = {}
+        self.tracked: set[str] = set()
+        """Experiments of partitions not restored yet whose every stored tier is in the idle
+        clock (`track`)."""
         """States whose stored aggregate was derived again by `restore_state`."""
 
     @classmethod
@@ -132,6 +136,10 @@ class WindowsStage(TableStage[TierState]):
         writes the states)."""
         runs, sources, events = await self._read(batch)
         now_us = to_epoch_us(datetime.now(UTC))
+        n = self.settings.partitions
+        for experiment in {split_tier_key(key)[0] for key, _ in runs}:
+            if partition_for(experiment, n) not in self.restored:  # not in the clock yet
+                self.track(experiment, now_us)
         if self.idle.due(now_us) and not self.lagging():
             # A run for an experiment idle for the TTL starts it fresh, even between two
             # checks of the timer: what `replay --retire` does.
@@ -181,6 +189,24 @@ class WindowsStage(TableStage[TierState]):
         record = with_aggregate(state_json, aggregate, self.made_by)
         limit = self.settings.broker_max_message_bytes - MESSAGE_OVERHEAD_BYTES
         return record if len(record) <= limit else state_json
+
+    def track(self, experiment: str, now_us: int) -> None:
+        """Put an experiment whose partition's gauges are not restored yet in the idle clock, at
+        the latest time any of its stored tiers was touched: all its tiers at once (point reads
+        of its 100 possible tier keys), so that its run is judged idle or not as `replay`
+        judges it. Once per experiment, until its partition is restored."""
+        if experiment in self.tracked:
+            return
+        self.tracked.add(experiment)
+        for tier in EVERY_TIER:
+            raw = self.table.get(tier_key(experiment, tier).encode())
+            if raw is None:
+                continue
+            try:
+                touched = touched_of(json.loads(raw))
+            except (ValueError, RecursionError):
+                touched = None
+            self.idle.touch(experiment, touched or now_us)
 
     def restore_state(self, key: str, raw: bytes) -> None:
         """A stored tier's gauges from the aggregate stored with it, as published, if this
@@ -238,6 +264,8 @@ class WindowsStage(TableStage[TierState]):
         """Every stored tier's gauges, and the count of experiments once they are all back."""
         count = await super().restore_gauges(partitions, generation)
         self.exporter.experiments.set(len(self.idle.last))
+        n = self.settings.partitions
+        self.tracked = {e for e in self.tracked if partition_for(e, n) not in partitions}
         return count
 
     def forget(self, lost: set[int]) -> None:
@@ -249,6 +277,7 @@ class WindowsStage(TableStage[TierState]):
                 self.exporter.remove_tier(experiment, tier)
         for experiment in [e for e in self.idle.last if partition_for(e, n) in lost]:
             self.idle.forget(experiment)
+        self.tracked = {e for e in self.tracked if partition_for(e, n) not in lost}
         self.exporter.experiments.set(len(self.idle.last))
 
     async def retract(self, key: str) -> None:
@@ -283,7 +312,12 @@ class WindowsStage(TableStage[TierState]):
         after recovery; then its gauges go. A revocation waits for the deletes (`revoke` takes
         the lock this holds), so whoever owns the partitions next reads them from the
         changelog."""
-        retiring = set(self.idle.idle(now_us))
+        n = self.settings.partitions
+        retiring = set(  # an experiment known by a part of its tiers is not judged yet
+            self.idle.idle(
+                now_us, lambda e: partition_for(e, n) in self.restored or e in self.tracked
+            )
+        )
         if not retiring:
             return []
         generation = self.generation
@@ -307,4 +341,5 @@ class WindowsStage(TableStage[TierState]):
             self.exporter.remove_tier(*split_tier_key(key.decode()))
         await self.outputs.confirm()
         self.exporter.retired.inc(len(retiring))
+        self.tracked -= retiring
         return sorted(retiring)
