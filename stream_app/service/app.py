@@ -173,8 +173,10 @@ class Worker:
         unread = owned - partitions_of(actives, stage.changelog)  # states that were not read
         if unread:
             stop_fatally("recovery", UnassignedChangelog(stage.changelog, unread))
+        moved = partitions_of(self.app.moved_away, stage.changelog)
+        self.app.moved_away -= {tp for tp in self.app.moved_away if tp.topic == stage.changelog}
         try:
-            newly = await stage.on_recover(owned, generation)
+            newly = await stage.on_recover(owned, generation, moved)
         except Revoked:  # not recovered: the recovery after the rebalance will be
             log.info("%s: recovery cut short by a revocation", stage.table_name)
             return

@@ -71,10 +71,13 @@ class PromptTableManager(TableManager):
     ) -> None:
         """Before Faust's recovery reads the local stores' checkpoints, discard each newly
         assigned partition's database that its changelog does not vouch for
-        (`table_store.check_stores`)."""
+        (`table_store.check_stores`); and note the partitions that really left this worker
+        (`revoked` here is the change of assignment, not all that Kafka's eager protocol
+        revokes), for the recovery that follows to drop their gauges (`moved_away`)."""
         stores = [t.data for t in self.values() if isinstance(t.data, PartitionedStore)]
-        settings: Settings = self.app.settings  # type: ignore[attr-defined]
-        await check_stores(settings, stores, newly_assigned)
+        app: EvalstreamApp = self.app  # type: ignore[assignment]
+        app.moved_away |= {tp for tp in revoked if tp.topic in self.changelog_topics}
+        await check_stores(app.settings, stores, newly_assigned)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
 
@@ -86,6 +89,10 @@ class EvalstreamApp(faust.App):
 
     def __init__(self, settings: Settings, **options: Any) -> None:
         self.settings = settings
+        self.moved_away: set[TP] = set()
+        """Partitions that left this worker since the tables' recoveries took them in
+        (`Worker.on_recovered`): a recovery cut short by another rebalance does not see
+        them, and one of them may come back."""
         super().__init__(settings.app_id, **options)
 
 

@@ -676,3 +676,20 @@ async def test_retirement_judges_an_experiment_by_all_its_tiers_while_gauges_are
     assert await again.retire_idle(now_us()) == []
     assert await again.retire_idle(now_us() + 2 * DAY_US) == ["exp"]
     assert set(sends.tombstones(config.topics.aggregates)) == {b"exp/T0", b"exp/T5"}
+
+
+async def test_a_partition_that_left_and_came_back_has_its_gauges_made_again() -> None:
+    """Rebalanced away and back (a recovery in between cut short, so this worker never saw it
+    leave): another worker changed its keys meanwhile, and what this one showed is stale."""
+    stage, _, table = stage_with()
+    config = stage.settings
+    keys = [(f"e{i}", "T1") for i in range(12)]
+    await recover(stage, {0, 1, 2, 3})
+    await stage.handle(forwarded(config, *(run(1, experiment=e) for e, _ in keys)))
+    gone = next(e for e, _ in keys if partition_for(e, 4) == 1)
+    del table[f"{gone}/T1".encode()]  # retired by the other worker
+    newly = await stage.on_recover({0, 1, 2, 3}, moved={1})
+    assert newly == {1}
+    assert not {e for e, _ in gauged(stage) if partition_for(e, 4) == 1}
+    await stage.restore_gauges(newly, stage.generation)
+    assert gauged(stage) == set(keys) - {(gone, "T1")}

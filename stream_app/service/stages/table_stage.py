@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 from stream_app.core.ingest import processing_error, state_error
@@ -214,19 +215,24 @@ class TableStage(Generic[S]):
         """Withdraw what a key published (a quarantined state): tombstones and gauges."""
         raise NotImplementedError
 
-    async def on_recover(self, owned: set[int], generation: int | None = None) -> set[int]:
+    async def on_recover(
+        self, owned: set[int], generation: int | None = None, moved: AbstractSet[int] = frozenset()
+    ) -> set[int]:
         """The table is recovered (after every rebalance): every state is as its changelog has
         it, and every output it records was acknowledged before it was written, so nothing is
-        re-published. The gauges of partitions no longer owned go; returns the owned
-        partitions whose gauges are yet to be restored (`restore_gauges`). `generation`: the
-        stage's when `owned` was read (default: now); raises `Revoked` once a revocation has
-        come since, even while this waited for the lock."""
+        re-published. The gauges of partitions no longer owned go, and those of `moved`
+        (partitions that left this worker since, and may be back: another worker changed
+        their keys meanwhile); returns the owned partitions whose gauges are yet to be
+        restored (`restore_gauges`). `generation`: the stage's when `owned` was read (default:
+        now); raises `Revoked` once a revocation has come since, even while this waited for
+        the lock."""
         start = self.generation if generation is None else generation
         async with self.lock:
             if self.generation != start:
                 raise Revoked
             self.drop_cache()
-            lost = self.shown - owned
+            self.restored -= moved
+            lost = (self.shown - owned) | (self.shown & moved)
             if lost:
                 self.forget(lost)
             self.restored &= owned
