@@ -178,11 +178,8 @@ class PartitionedStore(rocksdb.Store):
         """The changelog offset of the last record a partition's database holds."""
         return self._checkpoint(tp)[0]
 
-    def written_at(self, tp: TP) -> float | None:
-        """When a partition's database was last written (seconds since the epoch)."""
-        return self._checkpoint(tp)[1]
-
     def _checkpoint(self, tp: TP) -> tuple[int | None, float | None]:
+        """The checkpoint's offset and the time of its write (seconds since the epoch)."""
         raw = self._db_for_partition(tp.partition).get(self.offset_key)
         if raw is None:
             return None, None

@@ -222,9 +222,6 @@ class SuitesStage(TableStage[SuiteState]):
         made = await self._prepare(unit, pause)
         await self._publish_suites(unit, made, pause, publish=False)
 
-    def restore_state(self, key: str, raw: bytes) -> None:
-        """Not used: a suite tier is restored from all its records (`restore_gauges`)."""
-
     def forget(self, lost: set[int]) -> None:
         """The lost partitions' suites lose their gauges."""
         n = self.settings.partitions

@@ -74,15 +74,13 @@ class WindowsStage(TableStage[TierState]):
         """Whether this worker is behind its input (set by the app from the consumer lag): a
         backlog, after a restart say, is not idleness, so nothing retires until it is read."""
         self.checked: tuple[TierState | None, TierAggregate | None] = (None, None)
-        """The last state `load` checked, and its aggregate: recovery publishes that one
-        rather than aggregating each tier twice."""
+        """The last state `load` checked, and its aggregate: a gauge restoration publishes that
+        one rather than aggregating each tier twice."""
         self.made_by = fingerprint(self.settings)
         """What stored aggregates this worker restores gauges from as they are."""
-        self.rederived: dict[str, tuple[TierState, TierAggregate]] = {}
         self.tracked: set[str] = set()
         """Experiments of partitions not restored yet whose every stored tier is in the idle
         clock (`track`)."""
-        """States whose stored aggregate was derived again by `restore_state`."""
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
@@ -136,10 +134,11 @@ class WindowsStage(TableStage[TierState]):
         writes the states)."""
         runs, sources, events = await self._read(batch)
         now_us = to_epoch_us(datetime.now(UTC))
-        n = self.settings.partitions
-        for experiment in {split_tier_key(key)[0] for key, _ in runs}:
-            if partition_for(experiment, n) not in self.restored:  # not in the clock yet
-                self.track(experiment, now_us)
+        if any(record.partition not in self.restored for record in batch):
+            n = self.settings.partitions
+            for experiment in {split_tier_key(key)[0] for key, _ in runs}:
+                if partition_for(experiment, n) not in self.restored:  # not in the clock yet
+                    self.track(experiment, now_us)
         if self.idle.due(now_us) and not self.lagging():
             # A run for an experiment idle for the TTL starts it fresh, even between two
             # checks of the timer: what `replay --retire` does.
@@ -208,21 +207,6 @@ class WindowsStage(TableStage[TierState]):
                 touched = None
             self.idle.touch(experiment, touched or now_us)
 
-    def restore_state(self, key: str, raw: bytes) -> None:
-        """A stored tier's gauges from the aggregate stored with it, as published, if this
-        worker's format and settings made it, it reads back to the same bytes, names its tier,
-        and its state is of this version (the rest of the state is checked when its tier's
-        next run loads it); and its experiment tracked for retirement from when it was last
-        touched. Any other is loaded (raising quarantines it) and aggregated again: `restore`
-        re-publishes it."""
-        aggregate, value, touched = self._stored(key, raw)
-        if aggregate is None:
-            state = self.load(key, raw)
-            aggregate, touched = self.checked[1] or state.aggregate(self.settings), state.touched_us
-            self.rederived[key] = (state, aggregate)
-        self.exporter.set_tier(aggregate, value)
-        self.idle.touch(aggregate.experiment_id, touched or to_epoch_us(datetime.now(UTC)))
-
     def _stored(
         self, key: str, raw: bytes
     ) -> tuple[TierAggregate | None, bytes | None, int | None]:
@@ -250,15 +234,27 @@ class WindowsStage(TableStage[TierState]):
         return aggregate, value, touched
 
     async def restore(self, key: bytes, raw: bytes) -> None:
-        """A stored tier's gauges; one whose aggregate was derived again (another format or
-        settings made the stored one) has it re-published and stored anew."""
-        await super().restore(key, raw)
-        rederived = self.rederived.pop(key.decode(errors="replace"), None)
-        if rederived is not None:
-            state, aggregate = rederived
+        """A stored tier's gauges from the aggregate stored with it, as published, if this
+        worker's format and settings made it, it reads back to the same bytes, names its tier,
+        and its state is of this version (the rest of the state is checked when its tier's
+        next run loads it); and its experiment tracked for retirement from when it was last
+        touched. Any other state is loaded (a state that cannot be is quarantined), and its
+        aggregate derived again, re-published and stored anew."""
+        name = key.decode()
+        aggregate, value, touched = self._stored(name, raw)
+        if aggregate is None:
+            try:
+                state = self.load(name, raw)
+            except Exception as exc:
+                await self.quarantine(key, exc)
+                return
+            aggregate, touched = self.checked[1] or state.aggregate(self.settings), state.touched_us
             value = aggregate.model_dump_json().encode()
-            await self.outputs.aggregate(aggregate, value)
+            await self.outputs.aggregate(aggregate, value)  # its gauges too
             await self.table.put(key, self.stored(state, value))
+        else:
+            self.exporter.set_tier(aggregate, value)
+        self.idle.touch(aggregate.experiment_id, touched or to_epoch_us(datetime.now(UTC)))
 
     async def restore_gauges(self, partitions: set[int], generation: int) -> int:
         """Every stored tier's gauges, and the count of experiments once they are all back."""
