@@ -10,10 +10,13 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from schemas.run_bundle import bundle_runs
 from stream_app import __version__
+from stream_app.core.ingest import evaluate_run
 from stream_app.service.exporter import Exporter
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.settings import Settings, load_settings
+from tests.helpers import encode
 
 
 class Sends:
@@ -124,6 +127,19 @@ def wiring(**overrides: Any) -> Wiring:
 
 def records(topic: str, values: list[bytes], key: bytes | None = None) -> list[Record]:
     return [Record(topic, 0, offset, key, value) for offset, value in enumerate(values)]
+
+
+def metrics_json(config: Settings, event: dict[str, Any]) -> bytes:
+    """A run event's metrics, as the validate stage forwards them."""
+    metrics = evaluate_run(encode(event), config)
+    assert not hasattr(metrics, "reason"), metrics
+    return metrics.model_dump_json().encode()
+
+
+def forwarded(config: Settings, *events: dict[str, Any]) -> list[Record]:
+    """Runs as the validate stage forwards them, a bundle of one run per message."""
+    values = [bundle_runs([metrics_json(config, e)], 1 << 20)[0] for e in events]
+    return records(config.topics.runs_by_tier, values)
 
 
 def samples(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

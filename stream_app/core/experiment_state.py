@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from schemas.common import tier_sort_key
@@ -18,20 +18,6 @@ ExperimentTiers = dict[str, TierFigures]
 """Tier name -> that tier's figures."""
 _MEDIANS: Final = TierFigures._fields[:4]
 _COUNTS: Final = len(TierFigures._fields) - len(_MEDIANS)
-
-
-def figures_of_aggregate(aggregate: Mapping[str, Any]) -> TierFigures:
-    """A tier's figures, read from its `TierAggregate` as JSON (what the windows stage sends);
-    an aggregate from before cumulative counts has none, and one of an unpriced window no cost."""
-    composite, pass_rate, impl_rate = (float(aggregate[name]["median"]) for name in _MEDIANS[:3])
-    costs = aggregate["cost_usd"]  # null: no run of the window is priced
-    cost = None if costs is None else float(costs["median"])
-    cumulative = aggregate.get("cumulative")
-    if cumulative is None:
-        return TierFigures(composite, pass_rate, impl_rate, cost)
-    runs, passes = int(cumulative["runs"]), int(cumulative["passes"])
-    composite_sum = float(cumulative["composite_mean"]) * runs
-    return TierFigures(composite, pass_rate, impl_rate, cost, runs, passes, composite_sum)
 
 
 def experiment_to_json(tiers: ExperimentTiers) -> bytes:

@@ -12,7 +12,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, cast
@@ -148,11 +148,10 @@ class Worker:
             sources[source] = hop_stage
         return sources
 
-    def table_stages(self) -> Iterator[tuple[str, TableStage[Any]]]:
-        """The hops whose stage keeps a table, by the topic each reads."""
-        for topic, stage in self.sources.items():
-            if isinstance(stage, TableStage):
-                yield topic, stage
+    def table_stages(self) -> list[tuple[str, TableStage[Any]]]:
+        """The stages that keep a table, each with the topic whose partitions it owns (its
+        hop's)."""
+        return self.stages.owners(self.settings)
 
     async def on_revoked(self, app: Any, revoked: set[Any], **_: Any) -> None:
         """Partitions were revoked: stop what is under way and drop the caches; the gauges of

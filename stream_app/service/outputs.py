@@ -32,7 +32,8 @@ class Record(NamedTuple):
 
     topic: str
     partition: int
-    offset: int
+    offset: int | None
+    """None: a message this worker published itself, handed on in-process (`Hop.inner`)."""
     key: bytes | None
     value: bytes
 
@@ -144,7 +145,8 @@ class Outputs:
 
     async def aggregate(self, agg: TierAggregate, value: bytes | None = None) -> None:
         """A tier's aggregate (`value`: its JSON, when made already), on the partition of its
-        experiment (one cross-tier agent sees all of an experiment's tiers), and its gauges."""
+        experiment (a consumer of one partition sees all of an experiment's tiers), and its
+        gauges."""
         key = tier_key(agg.experiment_id, agg.tier).encode()
         partition = partition_for(agg.experiment_id, self.settings.partitions)
         value = agg.model_dump_json().encode() if value is None else value
@@ -153,7 +155,7 @@ class Outputs:
 
     async def retire_tier(self, experiment_id: str, tier: str) -> None:
         """A retired tier: a tombstone for its key on the aggregates topic (a compacted consumer
-        drops it; the cross-tier stage removes the tier from its experiment)."""
+        drops it)."""
         key = tier_key(experiment_id, tier).encode()
         partition = partition_for(experiment_id, self.settings.partitions)
         await self.send(self.topics.aggregates, key, None, partition)

@@ -1,13 +1,13 @@
 """The worker's topology, declared once: its topics and their facts, and its hops (the topic a
-stage reads, the stage, its table). The worker (`app.create_app`) and the in-memory chain of the
-tests both build their stages from `build_stages`; a new hop is a `Hop` and a field of `Stages`,
-here and nowhere else (docs/architecture.md, 'Topology')."""
+stage reads, the stage, its table, the stages run inside it). The worker (`app.create_app`) and
+the in-memory chain of the tests both build their stages from `build_stages`; a new hop is a
+`Hop` and a field of `Stages`, here and nowhere else (docs/architecture.md, 'Topology')."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple, cast
+from typing import Any, Final, Literal, NamedTuple
 
 from stream_app.service.exporter import Exporter
 from stream_app.service.kafka_client import ensure_topics
@@ -72,6 +72,13 @@ class Hop:
     it holds. Paced, a steady stream costs it about a batch a second, not one per windows
     batch; suite tiers are published up to that much later."""
 
+    inner: tuple[StatefulStage, ...] = ()
+    """Stateful stages run inside this hop's batches, in the same process, as the processors of
+    one Kafka Streams sub-topology are: each takes what the stage before it publishes without a
+    topic in between, owns the same partitions (its keys are partitioned alike), and shares its
+    outputs, its lock and its batches; its states are written before those of the stage that
+    feeds it (`build_stages`)."""
+
     def batch_max(self, settings: Settings) -> int:
         """Records per batch of this hop."""
         return max(1, settings.batch_max_events // self.batch_share)
@@ -83,12 +90,11 @@ class Hop:
 
 HOPS: Final = (
     Hop("input", ValidateStage),
-    Hop("runs_by_tier", WindowsStage, batch_share=10),
-    Hop("aggregates", CrossTierStage),
+    Hop("runs_by_tier", WindowsStage, batch_share=10, inner=(CrossTierStage,)),
     Hop("suite_feed", SuitesStage, paced=True),
 )
 STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
-    cast(StatefulStage, hop.stage) for hop in HOPS if issubclass(hop.stage, TableStage)
+    stage for hop in HOPS for stage in (hop.stage, *hop.inner) if issubclass(stage, TableStage)
 )
 """The stages with a table, in the hops' order (their recovery order)."""
 
@@ -159,24 +165,41 @@ class Stages(NamedTuple):
         """The stages with a table, in the hops' order (their recovery order)."""
         return tuple(stage for stage in self if isinstance(stage, TableStage))
 
+    def owners(self, settings: Settings) -> list[tuple[str, TableStage[Any]]]:
+        """(topic whose partitions it owns, stage) for every stage with a table: the topic its
+        hop reads."""
+        stages = {type(stage): stage for stage in self.stateful}
+        return [
+            (topic(settings, hop.source), stages[stage])
+            for hop in HOPS
+            for stage in (hop.stage, *hop.inner)
+            if issubclass(stage, TableStage)
+        ]
+
 
 TableOf = Callable[[StatefulStage, Outputs], StateTable]
 """How a composer gives a stateful stage its table, whose writes go through `Outputs`."""
 
 
 def build_stages(settings: Settings, send: Send, exporter: Exporter, table_of: TableOf) -> Stages:
-    """Every stage of the topology over `send`, each with outputs of its own (a stage confirms
-    what it sent), the stateful ones over the tables `table_of` makes."""
+    """Every stage of the topology over `send`, each hop with outputs of its own (a stage
+    confirms what it sent), the stateful ones over the tables `table_of` makes. The cross-tier
+    stage runs inside the windows hop (`Hop.inner`): made first, over the hop's outputs, its
+    table's writer comes first, so an experiment's state is on its changelog before the tier
+    states whose aggregates it folded (a crash in between folds them again: the same figures)."""
 
-    def stateful(stage: StatefulStage) -> Any:
-        outputs = Outputs(send, settings, exporter)
+    def stateful(stage: StatefulStage, outputs: Outputs) -> Any:
         return stage(
             table_of(stage, outputs), changelog_topic(settings, stage), settings, outputs, exporter
         )
 
+    windows_outputs = Outputs(send, settings, exporter)
+    cross_tier: CrossTierStage = stateful(CrossTierStage, windows_outputs)
+    windows: WindowsStage = stateful(WindowsStage, windows_outputs)
+    windows.feed(cross_tier)
     return Stages(
         validate=ValidateStage(settings, Outputs(send, settings, exporter), exporter),
-        windows=stateful(WindowsStage),
-        cross_tier=stateful(CrossTierStage),
-        suites=stateful(SuitesStage),
+        windows=windows,
+        cross_tier=cross_tier,
+        suites=stateful(SuitesStage, Outputs(send, settings, exporter)),
     )

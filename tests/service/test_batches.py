@@ -64,7 +64,7 @@ class Stage:
     def __init__(self, fail: BaseException | None = None) -> None:
         _, _, self.exporter, self.outputs = wiring()
         self.fail = fail
-        self.handled: list[list[int]] = []
+        self.handled: list[list[int | None]] = []
         self.dropped = 0
 
     async def handle(self, batch: Sequence[Record]) -> int:

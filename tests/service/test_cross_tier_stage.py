@@ -1,14 +1,23 @@
-"""The cross-tier stage driven in-process: a dict for its table, a list for its sends."""
+"""The cross-tier stage driven in-process: a dict for its table, a list for its sends; alone, fed
+the aggregates the windows stage publishes, and inside the windows hop as the worker runs it."""
 
 import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
 
 from schemas import ReplayReport
 from stream_app.core.replay import replay_lines
+from stream_app.core.window import to_epoch_us
+from stream_app.metrics.cross_tier import TierFigures
 from stream_app.service.outputs import Outputs, Record
 from stream_app.service.partitioning import partition_for
-from stream_app.service.stages.cross_tier import CrossTierStage
+from stream_app.service.settings import Settings
+from stream_app.service.stages.cross_tier import CrossTierStage, Published
+from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import SAMPLE_FILE
-from tests.stage_doubles import Sends, Table, records, recover, samples, wiring
+from tests.stage_doubles import Sends, Table, forwarded, recover, samples, wiring
 
 CHANGELOG = "evalstream-experiment-tiers-changelog"
 SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
@@ -21,11 +30,17 @@ def make_stage() -> tuple[CrossTierStage, Table, Sends]:
     return stage, table, sends
 
 
+async def fold(stage: CrossTierStage, published: Sequence[Published]) -> None:
+    """What the windows hop does at the end of a batch: fold what it published, confirm."""
+    async with stage.lock:
+        await stage.fold(published)
+        await stage.confirm()
+
+
 async def fed_the_sample(stage: CrossTierStage) -> ReplayReport:
     """The stage after one batch of the sample's tier aggregates; replay's report of them."""
     report = replay_lines(SAMPLE, stage.settings)
-    aggregates = [a.model_dump_json().encode() for a in report.tiers]
-    await stage.handle(records(stage.settings.topics.aggregates, aggregates))
+    await fold(stage, [Published.aggregate(a, a.model_dump_json().encode()) for a in report.tiers])
     return report
 
 
@@ -71,7 +86,7 @@ async def test_a_bad_state_is_quarantined_when_loaded() -> None:
     config = stage.settings
     table[b"test-001"] = b'{"T0": "nope"}'
     aggregate = replay_lines(SAMPLE[:1], config).tiers[0]
-    await stage.handle(records(config.topics.aggregates, [aggregate.model_dump_json().encode()]))
+    await fold(stage, [Published.aggregate(aggregate, aggregate.model_dump_json().encode())])
     [letter] = sends.to(config.topics.dead_letter)
     assert letter["reason"] == "state_error"
     # the bad state's report is withdrawn, then the fresh state's follows
@@ -90,17 +105,16 @@ async def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experim
     tiers = [a.tier for a in report.tiers if a.experiment_id == experiment]
     assert len(tiers) > 1
     sends.sent.clear()
-    topic = config.topics.aggregates
 
-    def tombstone(tier: str) -> Record:
-        return Record(topic, 0, 0, f"{experiment}/{tier}".encode(), b"")
+    def tombstone(tier: str) -> Published:
+        return Published.tombstone(experiment, tier)
 
-    await stage.handle([tombstone(tiers[0])])  # one tier retired: the report follows
+    await fold(stage, [tombstone(tiers[0])])  # one tier retired: the report follows
     [partial] = sends.to(config.topics.cross_tier)
     assert sorted(partial["tiers"]) == sorted(tiers[1:])
 
     sends.sent.clear()
-    await stage.handle([tombstone(t) for t in tiers[1:]])
+    await fold(stage, [tombstone(t) for t in tiers[1:]])
     assert [(t, k, v) for t, k, v, _ in sends.sent if t == config.topics.cross_tier] == [
         (config.topics.cross_tier, experiment.encode(), None)
     ]
@@ -114,18 +128,22 @@ async def test_tier_tombstones_remove_tiers_and_the_last_one_retires_the_experim
     assert {k.decode() for k in table} == others
 
     sends.sent.clear()  # a tombstone for an experiment it no longer has: nothing
-    await stage.handle([tombstone(tiers[0])])
+    await fold(stage, [tombstone(tiers[0])])
     assert sends.sent == []
 
 
-async def test_a_tombstone_that_names_no_tier_is_a_dead_letter() -> None:
+async def test_an_aggregate_the_report_cannot_take_is_a_dead_letter_of_its_own() -> None:
     stage, table, sends = make_stage()
     config = stage.settings
-    topic = config.topics.aggregates
-    await stage.handle([Record(topic, 0, 0, b"no-tier-here", b""), Record(topic, 0, 1, None, b"")])
-    letters = sends.to(config.topics.dead_letter)
-    assert [letter["reason"] for letter in letters] == ["processing_error"] * 2
-    assert not table
+    good = replay_lines(SAMPLE[:1], config).tiers[0]
+    bad = Published("broken", "no-tier", TierFigures(0.5, 0.5, 0.5, None, 1, 1, 0.5), b"{}")
+    await fold(stage, [bad, Published.aggregate(good, good.model_dump_json().encode())])
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "processing_error"
+    assert letter["origin"]["topic"] == config.topics.aggregates
+    assert letter["origin"]["key"] == "broken/no-tier"
+    assert letter["origin"]["offset"] is None
+    assert set(table) == {good.experiment_id.encode()}
 
 
 async def test_a_state_stored_before_cumulative_counts_loads_and_fills_in() -> None:
@@ -137,10 +155,102 @@ async def test_a_state_stored_before_cumulative_counts_loads_and_fills_in() -> N
     t0, t1 = (a for a in report.tiers if a.experiment_id == "test-001" and a.tier in ("T0", "T1"))
     medians = [t0.composite_score.median, t0.pass_rate.median, t0.impl_rate.median, 0.1]
     table[b"test-001"] = json.dumps({"T0": medians, "T1": medians}).encode()
-    await stage.handle(records(config.topics.aggregates, [t1.model_dump_json().encode()]))
+    await fold(stage, [Published.aggregate(t1, t1.model_dump_json().encode())])
     assert not sends.to(config.topics.dead_letter)
     [sent] = sends.to(config.topics.cross_tier)
     assert sent["pass_rate_difference"] == {}  # the baseline has no counts yet
-    await stage.handle(records(config.topics.aggregates, [t0.model_dump_json().encode()]))
+    await fold(stage, [Published.aggregate(t0, t0.model_dump_json().encode())])
     latest = sends.to(config.topics.cross_tier)[-1]
     assert set(latest["pass_rate_difference"]) == {"T1"}
+
+
+class Ordered(Table):
+    """A table that notes its name in a shared list each time it writes."""
+
+    def __init__(self, sends: Sends, name: str, order: list[str]) -> None:
+        super().__init__(sends)
+        self.name, self.order = name, order
+
+    async def write(self) -> None:
+        if self.held:
+            self.order.append(self.name)
+        await super().write()
+
+
+def windows_hop(**overrides: object) -> tuple[WindowsStage, Ordered, Ordered, Sends, list[str]]:
+    """The windows stage with the cross-tier stage inside it, as `topology.build_stages` wires
+    them: one outputs, one lock; (windows, its table, the experiments' table, sends, the order
+    the tables wrote in)."""
+    config, sends, exporter, outputs = wiring(**overrides)
+    order: list[str] = []
+    experiments = Ordered(sends, "experiments", order)
+    reports = CrossTierStage(experiments, CHANGELOG, config, outputs, exporter)
+    tiers = Ordered(sends, "tiers", order)
+    windows = WindowsStage(tiers, "tier-windows-changelog", config, outputs, exporter)
+    windows.feed(reports)
+    assert windows.lock is reports.lock
+    return windows, tiers, experiments, sends, order
+
+
+def sample_runs(config: Settings) -> list[Record]:
+    """The sample's runs as the validate stage forwards them."""
+    return forwarded(config, *(json.loads(line) for line in SAMPLE))
+
+
+async def test_the_windows_hop_reports_each_touched_experiment_in_the_batch_that_touched_it() -> (
+    None
+):
+    windows, tiers, experiments, sends, order = windows_hop()
+    config = windows.settings
+    await windows.handle(sample_runs(config))
+    expected = replay_lines(SAMPLE, config)
+    reports = {r["experiment_id"]: r for r in sends.to(config.topics.cross_tier)}
+    assert reports == {r.experiment_id: r.model_dump(mode="json") for r in expected.cross_tier}
+    assert len(sends.to(config.topics.cross_tier)) == len(expected.cross_tier)  # once each
+    # every output acknowledged before any state is written; the experiments' states first
+    assert order == ["experiments", "tiers"]
+    assert all(pending == 0 for _, pending in experiments.writes + tiers.writes)
+    assert {k.decode() for k in experiments} == {r.experiment_id for r in expected.cross_tier}
+
+
+async def test_a_failed_batch_writes_neither_table_and_its_redelivery_reports_in_full() -> None:
+    windows, tiers, experiments, sends, order = windows_hop()
+    config = windows.settings
+    batch = sample_runs(config)
+    sends.fail_on = config.topics.cross_tier
+    with pytest.raises(ConnectionError):
+        await windows.handle(batch)
+    assert not tiers
+    assert not experiments
+    assert not order
+    assert not windows.published
+    assert windows.reports is not None
+    assert not windows.reports.cache
+    sends.fail_on = None
+    sends.sent.clear()
+    await windows.handle(batch)  # redelivered
+    expected = replay_lines(SAMPLE, config)
+    assert {r["experiment_id"]: r for r in sends.to(config.topics.cross_tier)} == {
+        r.experiment_id: r.model_dump(mode="json") for r in expected.cross_tier
+    }
+
+
+async def test_a_retired_experiment_loses_its_report_before_its_tiers_go() -> None:
+    windows, tiers, experiments, sends, order = windows_hop(experiment_idle_ttl_s=60)
+    config = windows.settings
+    await windows.handle(sample_runs(config))
+    order.clear()
+    sends.sent.clear()
+    later = to_epoch_us(datetime.now(UTC)) + 3_600 * 1_000_000
+    retired = await windows.retire_idle(later)
+    assert retired
+    assert set(retired) == {r.experiment_id for r in replay_lines(SAMPLE, config).cross_tier}
+    assert set(sends.tombstones(config.topics.cross_tier)) == {e.encode() for e in retired}
+    assert not experiments
+    assert not tiers
+    assert order == ["experiments", "tiers"]
+    assert not [
+        labels
+        for (name, labels) in samples(windows.exporter)
+        if name.startswith("evalstream_experiment_")
+    ]

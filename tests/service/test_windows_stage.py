@@ -8,32 +8,29 @@ from typing import Any, cast
 import pytest
 
 from schemas.run_bundle import bundle_runs
-from stream_app.core.ingest import evaluate_run
 from stream_app.core.keys import tier_key
 from stream_app.core.replay import replay_lines
 from stream_app.core.tier_state import TierState
 from stream_app.core.window import to_epoch_us
-from stream_app.service.outputs import Outputs, Record
+from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
 from stream_app.service.stages.table_stage import Pauses, Revoked
 from stream_app.service.stages.windows import WindowsStage
 from tests.helpers import encode, make_event
-from tests.stage_doubles import Sends, Table, records, recover, samples, turns_during, wiring
+from tests.stage_doubles import (
+    Sends,
+    Table,
+    forwarded,
+    metrics_json,
+    records,
+    recover,
+    samples,
+    turns_during,
+    wiring,
+)
 
 CHANGELOG = "evalstream-tier-windows-changelog"
-
-
-def metrics_json(config: Settings, event: dict[str, Any]) -> bytes:
-    metrics = evaluate_run(encode(event), config)
-    assert not hasattr(metrics, "reason"), metrics
-    return metrics.model_dump_json().encode()
-
-
-def forwarded(config: Settings, *events: dict[str, Any]) -> list[Record]:
-    """Runs as the validate stage forwards them, a bundle of one run per message."""
-    values = [bundle_runs([metrics_json(config, e)], 1 << 20)[0] for e in events]
-    return records(config.topics.runs_by_tier, values)
 
 
 def run(n: int, tier: str = "T1", passed: bool = True, experiment: str = "exp") -> dict[str, Any]:

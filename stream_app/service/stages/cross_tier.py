@@ -1,30 +1,49 @@
-"""The third hop: tier aggregates into their experiment's figures (a table), cross-tier reports
-out, acknowledged before the states that record them are written."""
+"""Inside the windows hop: the tier aggregates it publishes, folded into their experiment's
+figures (a table) in the same batch; cross-tier reports out, acknowledged before the states that
+record them are written, which are written before the windows' own (`topology.Hop.inner`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import NamedTuple
 
-from schemas.common import tier_sort_key
+from schemas.aggregates import TierAggregate
 from stream_app.core.experiment_state import (
     ExperimentTiers,
     experiment_from_json,
     experiment_to_json,
-    figures_of_aggregate,
     fold_aggregates,
 )
-from stream_app.core.ingest import processing_error
-from stream_app.core.keys import split_tier_key
+from stream_app.core.keys import tier_key
 from stream_app.metrics.cross_tier import TierFigures, cross_tier_report
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.table_stage import TableStage
 
 
+class Published(NamedTuple):
+    """A tier's aggregate as the windows stage published it, or its tombstone (no figures: the
+    tier retired), and the message a dead letter of it carries."""
+
+    experiment_id: str
+    tier: str
+    figures: TierFigures | None
+    value: bytes
+
+    @classmethod
+    def aggregate(cls, aggregate: TierAggregate, value: bytes) -> Published:
+        """A published aggregate (`value`: its JSON)."""
+        return cls(aggregate.experiment_id, aggregate.tier, TierFigures.of(aggregate), value)
+
+    @classmethod
+    def tombstone(cls, experiment_id: str, tier: str) -> Published:
+        """A retired tier."""
+        return cls(experiment_id, tier, None, b"")
+
+
 class CrossTierStage(TableStage[ExperimentTiers]):
-    """Folds each batch of tier aggregates into the experiments of the table, once per experiment
-    per batch."""
+    """Folds the tier aggregates of each windows batch into the experiments of the table, once
+    per experiment per batch."""
 
     name = "cross_tier"
     table_name = "experiment-tiers"
@@ -38,33 +57,24 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         """A stored experiment state, checked field by field."""
         return experiment_from_json(raw)
 
-    async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """Fold, dead-letter what failed, write and report each changed experiment once; an
-        experiment whose last tier retired (a tombstone, which arrives as empty bytes) is
-        deleted, and its report gets a tombstone."""
-        items: list[tuple[str, tuple[str, TierFigures | None]]] = []
-        sources: list[Record] = []
-        for record in batch:
-            try:
-                if not record.value:
-                    if record.key is None:
-                        raise ValueError("a tombstone without a key")
-                    experiment_id, tier = split_tier_key(record.key.decode())
-                    tier_sort_key(tier)  # raises ValueError for a key that names no tier
-                    items.append((experiment_id, (tier, None)))
-                    sources.append(record)
-                    continue
-                aggregate = json.loads(record.value)
-                figures = figures_of_aggregate(aggregate)
-                items.append((str(aggregate["experiment_id"]), (str(aggregate["tier"]), figures)))
-            except Exception as exc:
-                await self.outputs.reject(record, processing_error(self.name, exc))
-                continue
-            sources.append(record)
+    async def fold(self, published: Sequence[Published]) -> None:
+        """Fold, dead-letter what failed, hold and report each changed experiment once; an
+        experiment whose last tier retired is deleted, and its report gets a tombstone."""
+        if not published:
+            return
+        items = [(p.experiment_id, (p.tier, p.figures)) for p in published]
+        settings = self.settings
         folded = fold_aggregates(
-            items, self.cached, self.settings.baseline_tier, self.settings.interval_confidence
+            items, self.cached, settings.baseline_tier, settings.interval_confidence
         )
-        await self.settle(folded, sources.__getitem__)
+
+        def source(index: int) -> Record:
+            p = published[index]
+            partition = partition_for(p.experiment_id, settings.partitions)
+            key = tier_key(p.experiment_id, p.tier).encode()
+            return Record(settings.topics.aggregates, partition, None, key, p.value)
+
+        await self.settle(folded, source)
         for experiment_id, tiers in folded.states.items():
             key = experiment_id.encode()
             report = folded.results[experiment_id]
@@ -76,7 +86,6 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             await self.table.put(key, experiment_to_json(tiers))
             self.cache[key] = tiers
             await self.outputs.report(report)
-        return len(batch)
 
     def restore_state(self, key: str, raw: bytes) -> None:
         """A stored experiment's gauges, from its report made again (an empty one has none)."""

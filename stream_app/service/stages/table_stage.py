@@ -167,12 +167,21 @@ class TableStage(Generic[S]):
         async with self.lock:
             try:
                 handled = await self.handle_batch(batch)
-                await self.outputs.confirm()
+                await self.confirm()
             except BaseException:
-                self.drop_cache()
-                self.table.rollback()
+                self.rollback()
                 raise
             return handled
+
+    async def confirm(self, *, states: bool = True) -> None:
+        """The end of a batch (or of another writer's work): its outputs acknowledged, then,
+        unless `states` is False, its states written (`Outputs.confirm`)."""
+        await self.outputs.confirm(states=states)
+
+    def rollback(self) -> None:
+        """A batch failed: drop the cache, which may be ahead of the table, and the writes held."""
+        self.drop_cache()
+        self.table.rollback()
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
         """The subclass's batch; returns the number of events it held."""
@@ -208,7 +217,7 @@ class TableStage(Generic[S]):
         )
         self.exporter.quarantined.labels(table=self.table_name).inc()
         await self.retract(key.decode(errors="replace"))  # else its outputs and gauges stay
-        await self.outputs.confirm(states=False)  # the batch's states wait for its outputs
+        await self.confirm(states=False)  # the batch's states wait for its outputs
         await self.table.delete(key)
 
     async def retract(self, key: str) -> None:
@@ -255,7 +264,7 @@ class TableStage(Generic[S]):
                     if self.generation != generation:
                         raise Revoked
                     await self.restore_unit(unit, pause)
-                    await self.outputs.confirm()
+                    await self.confirm()
                 left.set(len(units) - done)
         finally:
             left.set(0)

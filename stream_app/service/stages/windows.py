@@ -1,10 +1,12 @@
 """The second hop: runs into their tier's rolling window (a table); aggregates, grade changes and
-suite evidence out. Outputs converge to `replay` through any crash by one rule: every output of
-a batch (aggregates, grade changes, suite runs) is acknowledged before the states that record
-it are written (`Outputs.confirm`); a crash in between redelivers the batch, which sends them
-again (consumers keep the latest message per key; the suite drops repeats), so no recovery
-re-publishes. Each state is stored with its aggregate (`core.stored_aggregate`), from which a
-restarted worker restores the tier's gauges as stored."""
+suite evidence out, and each touched experiment's cross-tier report, made by the cross-tier
+stage inside this hop from the aggregates it publishes (`Hop.inner`). Outputs converge to
+`replay` through any crash by one rule: every output of a batch (aggregates, reports, grade
+changes, suite runs) is acknowledged before the states that record it are written
+(`Outputs.confirm`); a crash in between redelivers the batch, which sends them again (consumers
+keep the latest message per key; the suite drops repeats), so no recovery re-publishes. Each
+state is stored with its aggregate (`core.stored_aggregate`), from which a restarted worker
+restores the tier's gauges as stored."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
+from stream_app.service.stages.cross_tier import CrossTierStage, Published
 from stream_app.service.stages.suite_forwarding import SuiteForwarding
 from stream_app.service.stages.table_stage import TableStage
 
@@ -81,6 +84,41 @@ class WindowsStage(TableStage[TierState]):
         self.tracked: set[str] = set()
         """Experiments of partitions not restored yet whose every stored tier is in the idle
         clock (`track`)."""
+        self.reports: CrossTierStage | None = None
+        """The stage inside this hop that folds its aggregates into cross-tier reports."""
+        self.published: list[Published] = []
+        """Aggregates and tombstones published since the reports stage last folded them."""
+
+    def feed(self, reports: CrossTierStage) -> None:
+        """Run `reports` inside this hop: it folds every aggregate this stage publishes, in the
+        same batch, under the same lock (its writes share this stage's outputs)."""
+        self.reports = reports
+        self.lock = reports.lock
+
+    async def publish(self, aggregate: TierAggregate, value: bytes) -> None:
+        """Send a tier's aggregate (its gauges too), for the reports stage to fold."""
+        await self.outputs.aggregate(aggregate, value)
+        self.published.append(Published.aggregate(aggregate, value))
+
+    async def withdraw(self, experiment_id: str, tier: str) -> None:
+        """Send a tier's tombstone, for the reports stage to drop the tier."""
+        await self.outputs.retire_tier(experiment_id, tier)
+        self.published.append(Published.tombstone(experiment_id, tier))
+
+    async def confirm(self, *, states: bool = True) -> None:
+        """The reports stage folds what was published first: its reports are outputs of this
+        batch too, and its states are written before this stage's (`build_stages`)."""
+        published, self.published = self.published, []
+        if self.reports is not None:
+            await self.reports.fold(published)
+        await super().confirm(states=states)
+
+    def rollback(self) -> None:
+        """The reports stage's held writes and cache go with this stage's."""
+        super().rollback()
+        self.published.clear()
+        if self.reports is not None:
+            self.reports.rollback()
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
@@ -177,7 +215,7 @@ class WindowsStage(TableStage[TierState]):
             self.exporter.accepted.inc(len(completed))
             for at_us in completed:
                 self.exporter.run_age.observe(max(now_us - at_us, 0) / 1e6)
-            await self.outputs.aggregate(aggregate, value)
+            await self.publish(aggregate, value)
         self.exporter.experiments.set(len(self.idle.last))
         return events
 
@@ -250,7 +288,7 @@ class WindowsStage(TableStage[TierState]):
                 return
             aggregate, touched = self.checked[1] or state.aggregate(self.settings), state.touched_us
             value = aggregate.model_dump_json().encode()
-            await self.outputs.aggregate(aggregate, value)  # its gauges too
+            await self.publish(aggregate, value)  # its gauges too
             await self.table.put(key, self.stored(state, value))
         else:
             self.exporter.set_tier(aggregate, value)
@@ -280,7 +318,7 @@ class WindowsStage(TableStage[TierState]):
         """A quarantined tier: a tombstone for its aggregate (the cross-tier stage drops the
         tier), and its gauges go. Its experiment stays tracked by its other tiers."""
         experiment_id, tier = split_tier_key(key)
-        await self.outputs.retire_tier(experiment_id, tier)
+        await self.withdraw(experiment_id, tier)
         self.exporter.remove_tier(experiment_id, tier)
 
     async def retire_idle(self, now_us: int) -> list[str]:
@@ -325,17 +363,17 @@ class WindowsStage(TableStage[TierState]):
         forwarding = SuiteForwarding(self.outputs)
         for key in keys:
             experiment_id, tier = split_tier_key(key.decode())
-            await self.outputs.retire_tier(experiment_id, tier)
+            await self.withdraw(experiment_id, tier)
             forwarding.retire(self._suites_of(key), tier, experiment_id)
         await forwarding.send()
-        await self.outputs.confirm()
+        await self.confirm()
         if self.generation != generation:
             return []
         for key in keys:
             await self.table.delete(key)
             self.cache.pop(key, None)
             self.exporter.remove_tier(*split_tier_key(key.decode()))
-        await self.outputs.confirm()
+        await self.confirm()
         self.exporter.retired.inc(len(retiring))
         self.tracked -= retiring
         return sorted(retiring)
