@@ -82,7 +82,7 @@ from stream_app.service.kafka_client import (  # noqa: E402
 )
 from stream_app.service.partitioning import partition_for  # noqa: E402
 from stream_app.service.settings import Settings, load_settings  # noqa: E402
-from stream_app.service.topology import STATEFUL, changelog_topic  # noqa: E402
+from stream_app.service.topology import HOPS, STATEFUL, changelog_topic, topic  # noqa: E402
 from stream_app.sources.producer import produce  # noqa: E402
 from stream_app.synthetic import synthetic_events, synthetic_lines  # noqa: E402
 
@@ -352,6 +352,11 @@ class Worker(WorkerProcess):
         asyncio.run(wait_committed(self.settings, topics, self.proc, timeout, self.on_tansu))
 
 
+def hop_sources(settings: Settings) -> list[str]:
+    """The topics the worker's hops read (and commit)."""
+    return [topic(settings, hop.source) for hop in HOPS]
+
+
 async def wait_committed(
     settings: Settings,
     topics: list[str],
@@ -565,8 +570,7 @@ def scrape_figures(worker: Worker, settings: Settings, experiments: int = 5000) 
         experiments * 7, seed=7, start=datetime(2029, 1, 1, tzinfo=UTC), experiments=experiments
     )
     asyncio.run(produce(settings, lines, progress=None, create_topics=False))
-    t = settings.topics  # every stage caught up: the scrape alone is measured
-    worker.wait_committed([TOPIC, t.runs_by_tier, t.aggregates])
+    worker.wait_committed(hop_sources(settings))  # every hop caught up: the scrape alone
     # The /healthz probe runs in a process of its own: in this one it would also measure the
     # benchmark's own wait for the interpreter lock while it reads 25 MB of /metrics.
     probe = subprocess.Popen(
@@ -628,7 +632,6 @@ def recovery_figures(
     settings = worker_settings(broker, name, input_topic=f"{name}-input")
     if static:
         settings = settings.model_copy(update={"group_instance_id": f"{name}-worker"})
-    t = settings.topics
     start = datetime(2030, 1, 1, tzinfo=UTC)
     lines = events(tiers, seed=5, start=start, experiments=math.ceil(tiers / 7))
     first = Worker(broker, workdir, settings)
@@ -636,7 +639,7 @@ def recovery_figures(
         first.wait_ready(timeout=300)
         rss_ready, _ = first.rss_mib()
         asyncio.run(produce(settings, lines, progress=None, create_topics=True))
-        first.wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_feed])
+        first.wait_committed(hop_sources(settings))
         time.sleep(5)  # the last batches' tables written, the collector's garbage gone
         rss_held, _ = first.rss_mib()
     except BaseException:
@@ -668,7 +671,6 @@ def takeover_figures(broker: Broker, workdir: Path, tiers: int) -> dict[str, Any
     name = f"bench-takeover-{tiers}"
     settings = worker_settings(broker, name, input_topic=f"{name}-input")
     settings = settings.model_copy(update={"standby_replicas": 1})
-    t = settings.topics
     start = datetime(2030, 1, 1, tzinfo=UTC)
     lines = events(tiers, seed=5, start=start, experiments=math.ceil(tiers / 7))
     pair = [Worker(broker, workdir, settings, name=f"{name}-{n}") for n in "ab"]
@@ -676,7 +678,7 @@ def takeover_figures(broker: Broker, workdir: Path, tiers: int) -> dict[str, Any
         for worker in pair:
             worker.wait_ready(timeout=300)
         asyncio.run(produce(settings, lines, progress=None, create_topics=True))
-        pair[0].wait_committed([t.input, t.runs_by_tier, t.aggregates, t.suite_feed])
+        pair[0].wait_committed(hop_sources(settings))
         time.sleep(5)  # the standbys read the last changelog records
         probes = []
         for partition in range(PARTITIONS):
