@@ -299,6 +299,12 @@ async def wait_for_broker(settings: Settings, max_attempts: int | None = None) -
 TANSU_WAIT_S: Final = 0.05
 """The fetch wait on Tansu, which holds a fetch for the whole wait even when data arrives: at
 Faust's 1.5 s each of the worker's three hops added about a second and a half."""
+KAFKA_WAIT_S: Final = 0.1
+"""The fetch wait on Apache Kafka, which answers a fetch as soon as data arrives: Faust's 1.5 s
+costs no latency there, but each step of a table recovery (end offsets, checkpoints, seeks)
+waited for the fetch under way, and a restart on the same disk with 100,000 tiers was ready
+after 8 to 10 s instead of 3 (docs/benchmark-history.md). Idle, a worker fetches ten times a
+second."""
 
 
 async def resolve_broker(settings: Settings) -> Settings:
@@ -310,8 +316,8 @@ async def resolve_broker(settings: Settings) -> Settings:
         kind = "tansu" if cluster.startswith("tansu") else "kafka"
         log.info("broker: %s (cluster id %s)", kind, cluster)
     wait = settings.fetch_max_wait_s
-    if wait is None and kind == "tansu":
-        wait = TANSU_WAIT_S
+    if wait is None:
+        wait = TANSU_WAIT_S if kind == "tansu" else KAFKA_WAIT_S
     return settings.model_copy(update={"broker_kind": kind, "fetch_max_wait_s": wait})
 
 

@@ -16,6 +16,7 @@ from stream_app.service.app import create_app
 from stream_app.service.faust_app import EvalstreamApp, WebFirstBoot
 from stream_app.service.faust_producer import Producer, TrackingProducer
 from stream_app.service.faust_transport import Consumer, ConsumerThread, Transport
+from stream_app.service.kafka_client import resolve_broker
 from stream_app.service.settings import Settings, load_settings
 
 pytestmark = pytest.mark.pythons  # depends on the CPython version: run on each
@@ -103,6 +104,20 @@ def worker_consumer(app: faust.App) -> Any:
     """The aiokafka consumer the app's consumer thread would start with (not started)."""
     thread = app.consumer._thread  # type: ignore[attr-defined]
     return thread._create_worker_consumer(app.transport)
+
+
+@pytest.mark.parametrize(
+    ("kind", "wait", "expected"),
+    [("kafka", None, 0.1), ("tansu", None, 0.05), ("kafka", 1.5, 1.5), ("tansu", 0.2, 0.2)],
+)
+async def test_the_fetch_wait_suits_the_broker_unless_set(
+    kind: str, wait: float | None, expected: float
+) -> None:
+    """Short on both brokers by default (Tansu holds a fetch for the whole wait; on Apache Kafka
+    each step of a table recovery waits for the fetch under way); a set wait is kept."""
+    resolved = await resolve_broker(settings(broker_kind=kind, fetch_max_wait_s=wait))
+    assert resolved.fetch_max_wait_s == expected
+    assert worker_consumer(create_app(resolved))._fetch_max_wait_ms == int(expected * 1000)
 
 
 CONFIG_TYPES = (int, float, str, bool, type(None), tuple, list, frozenset)

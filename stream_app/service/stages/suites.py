@@ -205,12 +205,12 @@ class SuitesStage(TableStage[SuiteState]):
     async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
         """The suites of `partitions`, each as the keys of its tiers with records: a suite
         tier is restored from all its records, and a suite's tiers together."""
-        async with self.lock:
+        n = self.settings.partitions
+        async with self.lock:  # a suite tier's records are all on its suite's partition
             keys = sorted(
                 key
-                for key, raws in self._index().items()
-                for raw in raws
-                if self.partition_of(raw) in partitions
+                for key in self._index()
+                if partition_for(split_suite_key(key)[0], n) in partitions
             )
         by_suite: dict[str, set[str]] = {}
         for key in keys:
