@@ -304,7 +304,7 @@ KAFKA_WAIT_S: Final = 0.1
 costs no latency there, but each step of a table recovery (end offsets, checkpoints, seeks)
 waited for the fetch under way, and a restart on the same disk with 100,000 tiers was ready
 after 8 to 10 s instead of 3 (docs/benchmark-history.md). Idle, a worker fetches ten times a
-second."""
+second per broker connection."""
 
 
 async def resolve_broker(settings: Settings) -> Settings:

@@ -96,7 +96,7 @@ HOPS: Final = (
 STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
     stage for hop in HOPS for stage in (hop.stage, *hop.inner) if issubclass(stage, TableStage)
 )
-"""The stages with a table, in the hops' order (their recovery order)."""
+"""The stages with a table, in the hops' order, a hop's inner stages after its own."""
 
 
 def topic(settings: Settings, role: TopicRole) -> str:
@@ -162,7 +162,7 @@ class Stages(NamedTuple):
 
     @property
     def stateful(self) -> Sequence[TableStage[Any]]:
-        """The stages with a table, in the hops' order (their recovery order)."""
+        """The stages with a table, in the order of the fields."""
         return tuple(stage for stage in self if isinstance(stage, TableStage))
 
     def owners(self, settings: Settings) -> list[tuple[str, TableStage[Any]]]:

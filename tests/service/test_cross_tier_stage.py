@@ -254,3 +254,42 @@ async def test_a_retired_experiment_loses_its_report_before_its_tiers_go() -> No
         for (name, labels) in samples(windows.exporter)
         if name.startswith("evalstream_experiment_")
     ]
+
+
+def survivor(table: Ordered, order: list[str]) -> Ordered:
+    """What a crashed worker's table leaves for its successor: what it wrote, not what it held."""
+    again = Ordered(table.sends, table.name, order)
+    again.update(table)
+    return again
+
+
+async def test_a_crash_between_the_two_tables_writes_folds_the_same_figures_again() -> None:
+    """The experiments' states are written, the tiers' are not (a SIGKILL in between): the
+    redelivered runs are not in their windows yet, and fold into the same figures again."""
+    windows, tiers, experiments, sends, order = windows_hop()
+    config = windows.settings
+    batch = sample_runs(config)
+    half = len(batch) // 2
+    await windows.handle(batch[:half])
+
+    async def killed() -> None:
+        raise SystemExit("SIGKILL between the two writes")
+
+    tiers.write = killed  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        await windows.handle(batch[half:])
+    assert order == ["experiments", "tiers", "experiments"]
+
+    _, sends_after, exporter, outputs = wiring()
+    kept_experiments, kept_tiers = survivor(experiments, order), survivor(tiers, order)
+    reports = CrossTierStage(kept_experiments, CHANGELOG, config, outputs, exporter)
+    again = WindowsStage(kept_tiers, "tier-windows-changelog", config, outputs, exporter)
+    again.feed(reports)
+    await again.handle(batch[half:])  # redelivered: its offsets were not committed
+    expected = replay_lines(SAMPLE, config)
+    latest = {r["experiment_id"]: r for r in sends.to(config.topics.cross_tier)}
+    latest |= {r["experiment_id"]: r for r in sends_after.to(config.topics.cross_tier)}
+    assert latest == {r.experiment_id: r.model_dump(mode="json") for r in expected.cross_tier}
+    for report in expected.cross_tier:  # and the states hold the same figures
+        stored = reports.load(report.experiment_id, kept_experiments[report.experiment_id.encode()])
+        assert sorted(stored) == sorted(report.tiers)

@@ -43,7 +43,8 @@ class Published(NamedTuple):
 
 class CrossTierStage(TableStage[ExperimentTiers]):
     """Folds the tier aggregates of each windows batch into the experiments of the table, once
-    per experiment per batch."""
+    per experiment per fold: at the end of the batch, and before a quarantine or a retirement
+    in it confirms what was published so far."""
 
     name = "cross_tier"
     table_name = "experiment-tiers"
