@@ -70,14 +70,16 @@ class PromptTableManager(TableManager):
         generation_id: int = 0,
     ) -> None:
         """Before Faust's recovery reads the local stores' checkpoints, discard each newly
-        assigned partition's database that its changelog does not vouch for
-        (`table_store.check_stores`); and note the partitions that really left this worker
-        (`revoked` here is the change of assignment, not all that Kafka's eager protocol
-        revokes), for the recovery that follows to drop their gauges (`moved_away`)."""
+        assigned partition's database that its changelog does not vouch for, and load the
+        empty active ones in bulk (`table_store.check_stores`); and note the partitions that
+        really left this worker (`revoked` here is the change of assignment, not all that
+        Kafka's eager protocol revokes), for the recovery that follows to drop their gauges
+        (`moved_away`)."""
         stores = [t.data for t in self.values() if isinstance(t.data, PartitionedStore)]
         app: EvalstreamApp = self.app  # type: ignore[assignment]
         app.moved_away |= {tp for tp in revoked if tp.topic in self.changelog_topics}
-        await check_stores(app.settings, stores, newly_assigned)
+        actives = app.assignor.assigned_actives()
+        await check_stores(app.settings, stores, newly_assigned, actives)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
 

@@ -437,36 +437,32 @@ READ_FETCH_BYTES: Final = 8 * 1024 * 1024
 """How much one fetch of `read_partitions` takes of each partition: a bulk read wants few, large
 fetches (aiokafka's default is 1 MiB)."""
 
-READ_STALL_S: Final = 60.0
-"""How long `read_partitions` waits for a record it knows exists before it gives up."""
-
 
 async def read_partitions(
-    settings: Settings, spans: Mapping[TopicPartition, tuple[int, int]]
+    settings: Settings, spans: Mapping[TopicPartition, tuple[int, int]], deadline: float
 ) -> AsyncIterator[tuple[TopicPartition, list[Any]]]:
     """The records of each partition from the first offset of its span up to (not including)
-    the second, a fetch at a time: (partition, its records of that fetch, in offset order). A
-    compacted partition's gaps are skipped; a start before the log's start reads from there."""
+    the second, a fetch at a time: (partition, its records of that fetch, in offset order),
+    until every span is read or the event loop's clock passes `deadline`. A compacted
+    partition's gaps are skipped; a start before the log's start reads from there."""
     left = {tp: span for tp, span in spans.items() if span[0] < span[1]}
     if not left:
         return
+    wait = settings.fetch_max_wait_s
     async with groupless_consumer(
         settings,
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=READ_FETCH_BYTES,
         fetch_max_bytes=READ_FETCH_BYTES * 4,
+        **({} if wait is None else {"fetch_max_wait_ms": int(wait * 1000)}),
     ) as consumer:
         consumer.assign(list(left))
         for tp, (start, _) in left.items():
             consumer.seek(tp, start)
-        stalled = asyncio.get_running_loop().time() + READ_STALL_S
-        while left:
-            fetched = await consumer.getmany(*left, timeout_ms=1000)
-            now = asyncio.get_running_loop().time()
-            if any(fetched.values()):
-                stalled = now + READ_STALL_S
-            elif now > stalled:
-                raise TimeoutError(f"no record of {sorted(left)} came in {READ_STALL_S:.0f} s")
+        loop = asyncio.get_running_loop()
+        while left and loop.time() < deadline:
+            timeout = max(1, min(1000, int((deadline - loop.time()) * 1000)))
+            fetched = await consumer.getmany(*left, timeout_ms=timeout)
             for tp, records in fetched.items():
                 wanted = [r for r in records if r.offset < left[tp][1]]
                 if wanted:

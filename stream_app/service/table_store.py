@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -40,6 +40,10 @@ gigabytes of unflushed writes; the changelog, not the memtable, is what makes a 
 BLOCK_CACHE_BYTES: Final = 32 * 1024 * 1024
 """One block cache shared by every database of the process (Faust makes 2 GiB for each): the
 stages keep their hot states decoded in their own caches."""
+
+LOAD_BUDGET_S: Final = 30.0
+"""The longest the bulk load of empty databases (`load_changelogs`) may hold the rebalance
+callback: well within Faust's rebalance timeout (60 s), which the rest of the group waits for."""
 
 LOCK_ATTEMPTS: Final = 30
 """How many times, a second apart, a locked database is tried before the worker stops (Faust's
@@ -338,11 +342,15 @@ class PartitionedStore(rocksdb.Store):
 
 
 async def check_stores(
-    settings: Settings, stores: Iterable[PartitionedStore], assigned: Iterable[TP]
+    settings: Settings,
+    stores: Iterable[PartitionedStore],
+    assigned: Iterable[TP],
+    actives: Collection[TP] = frozenset(),
 ) -> None:
     """Judge the local database of every newly assigned changelog partition of `stores` by what
     the broker says of it (`PartitionedStore.check`), before Faust's recovery reads their
-    checkpoints; log each one discarded."""
+    checkpoints; log each one discarded. Then load the empty ones this worker is active for
+    (not its standby copies, which Faust reads after the streams resume) in bulk."""
     wanted: dict[str, PartitionedStore] = {store.changelog: store for store in stores}
     tps = [tp for tp in assigned if tp.topic in wanted]
     if not tps:
@@ -372,7 +380,7 @@ async def check_stores(
                 tp.partition,
                 reason,
             )
-        if store.checkpoint(tp) is None:
+        if tp in actives and store.checkpoint(tp) is None:
             empty[TopicPartition(tp.topic, tp.partition)] = (store, earliest, end)
     await load_changelogs(settings, empty)
 
@@ -382,23 +390,31 @@ async def load_changelogs(
 ) -> None:
     """Fill each empty database (store, the changelog's start and end) from its changelog in
     bulk, as Kafka Streams restores a store: large fetches, one write per fetch with its
-    checkpoint. Faust's recovery then reads only what came after; it would read the same records
-    one event at a time, at several times the cost (docs/benchmark-history.md)."""
+    checkpoint. Faust's recovery then reads only what came after; it reads the same records one
+    event at a time, at many times the cost (docs/benchmark-history.md). This runs in the
+    rebalance callback, so it stops after `LOAD_BUDGET_S` or at a broker error and leaves the
+    rest to Faust's recovery: every write carries its checkpoint, so a database loaded in part
+    is merely behind. A database that fails to write stops the worker."""
     spans = {tp: (start, end) for tp, (_, start, end) in empty.items()}
     if not any(start < end for start, end in spans.values()):
         return
-    started, count = time.monotonic(), 0
-    try:  # a database cut short keeps its checkpoint: the next recovery reads on from there
-        async for tp, records in read_partitions(settings, spans):
+    loop = asyncio.get_running_loop()
+    started, count, deadline = loop.time(), 0, loop.time() + LOAD_BUDGET_S
+    try:
+        async for tp, records in read_partitions(settings, spans, deadline):
             store = empty[tp][0]
             changes = [(r.key, r.value) for r in records if r.key is not None]
-            store.write(tp.partition, changes, records[-1].offset)
+            try:
+                store.write(tp.partition, changes, records[-1].offset)
+            except StoreFailed as exc:
+                stop_fatally("recovery", exc)
             count += len(records)
-    except Exception as exc:  # the broker or a database failed: no event's fault
-        stop_fatally("recovery", exc)
+    except Exception as exc:  # the broker: Faust's recovery reads what is left, and waits
+        log.warning("loading changelogs in bulk stopped (%s): Faust's recovery reads on", exc)
     log.info(
-        "%d changelog records loaded into %d empty local databases in %.1f s",
+        "%d changelog records loaded into %d empty local databases in %.1f s%s",
         count,
         len(spans),
-        time.monotonic() - started,
+        loop.time() - started,
+        "" if loop.time() < deadline else " (out of time: Faust's recovery reads the rest)",
     )
