@@ -15,7 +15,7 @@ from stream_app.service.outputs import Outputs, Send
 from stream_app.service.settings import Settings
 from stream_app.service.stages.cross_tier import CrossTierStage
 from stream_app.service.stages.suites import SuitesStage
-from stream_app.service.stages.table_stage import StateTable, TableStage
+from stream_app.service.stages.table_stage import HopStage, StateTable, TableStage
 from stream_app.service.stages.validate import ValidateStage
 from stream_app.service.stages.windows import WindowsStage
 
@@ -31,6 +31,8 @@ TopicRole = Literal[
 ]
 """A topic by what it carries: the field of `settings.topics` that names it."""
 StatefulStage = type[WindowsStage] | type[CrossTierStage] | type[SuitesStage]
+HopStageClass = type[ValidateStage] | type[WindowsStage] | type[SuitesStage]
+"""The stage an agent runs on a hop's topic."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Hop:
     """One hop: the topic its stage reads, and the stage (with a table when it is stateful)."""
 
     source: TopicRole
-    stage: type[ValidateStage] | StatefulStage
+    stage: HopStageClass
     batch_share: int = 1
     """Its batches take `batch_max_events // batch_share` records. The windows hop reads bundles
     (about a hundred runs each): a tenth as many keep a backlog's batch near ten times
@@ -155,9 +157,11 @@ class Stages(NamedTuple):
     cross_tier: CrossTierStage
     suites: SuitesStage
 
-    def wired(self, settings: Settings) -> list[tuple[Hop, str, ValidateStage | TableStage[Any]]]:
+    def wired(self, settings: Settings) -> list[tuple[Hop, str, ValidateStage | HopStage[Any]]]:
         """(hop, topic it reads, its stage) for every hop, in the topology's order."""
-        stages = {type(stage): stage for stage in self}
+        stages: dict[type, ValidateStage | HopStage[Any]] = {
+            type(stage): stage for stage in self if isinstance(stage, ValidateStage | HopStage)
+        }
         return [(hop, topic(settings, hop.source), stages[hop.stage]) for hop in HOPS]
 
     @property

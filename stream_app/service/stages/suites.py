@@ -22,7 +22,7 @@ from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
-from stream_app.service.stages.table_stage import Pauses, TableStage
+from stream_app.service.stages.table_stage import HopStage, Pauses
 
 
 def record_key(key: str, experiment: str) -> bytes:
@@ -44,7 +44,7 @@ def parse_record_key(raw: bytes) -> tuple[str, str | None]:
     return text, None
 
 
-class SuitesStage(TableStage[SuiteState]):
+class SuitesStage(HopStage[SuiteState]):
     """Folds each batch of suite messages into the suite tiers, once per suite tier."""
 
     name = "suite"

@@ -1,7 +1,8 @@
-"""What the stateful stages share: a table with a cache in front of it, batches whose outputs
-are acknowledged before their states are written, the quarantine of stored states that cannot
-load, the restoration of newly owned keys' gauges after a recovery, and revoke clean-up. A
-subclass says how one batch is folded and what gauges one stored key has."""
+"""What the stateful stages share: a table with a cache in front of it, outputs acknowledged
+before the states that record them are written, the quarantine of stored states that cannot
+load, the restoration of newly owned keys' gauges after a recovery, and revoke clean-up; and,
+for the stages an agent runs (`HopStage`), their batches. A subclass says how it folds and what
+gauges one stored key has."""
 
 from __future__ import annotations
 
@@ -163,19 +164,6 @@ class TableStage(Generic[S]):
         raw = self.table.get(key_bytes)
         return None if raw is None else self.load(key, raw)
 
-    async def handle(self, batch: Sequence[Record]) -> int:
-        """Process one batch: its outputs acknowledged, then its states written
-        (`Outputs.confirm`). A failed batch drops the cache, which may be ahead of the table,
-        and the writes it held. Returns the number of events it held."""
-        async with self.lock:
-            try:
-                handled = await self.handle_batch(batch)
-                await self.confirm()
-            except BaseException:
-                self.rollback()
-                raise
-            return handled
-
     async def confirm(self, *, states: bool = True) -> None:
         """The end of a batch (or of another writer's work): its outputs acknowledged, then,
         unless `states` is False, its states written (`Outputs.confirm`)."""
@@ -185,10 +173,6 @@ class TableStage(Generic[S]):
         """A batch failed: drop the cache, which may be ahead of the table, and the writes held."""
         self.drop_cache()
         self.table.rollback()
-
-    async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """The subclass's batch; returns the number of events it held."""
-        raise NotImplementedError
 
     async def settle(
         self, folded: FoldedBatch[str, S, Any, Any], source: Callable[[int], Record]
@@ -320,3 +304,25 @@ class TableStage(Generic[S]):
     def drop_cache(self) -> None:
         """Forget the decoded states: the next batch reads the table."""
         self.cache.clear()
+
+
+class HopStage(TableStage[S]):
+    """A stateful stage an agent runs on its hop's batches: the windows and suite stages (the
+    cross-tier stage runs inside the windows hop, `Hop.inner`, and takes no batch of its own)."""
+
+    async def handle(self, batch: Sequence[Record]) -> int:
+        """Process one batch: its outputs acknowledged, then its states written
+        (`Outputs.confirm`). A failed batch drops the cache, which may be ahead of the table,
+        and the writes it held. Returns the number of events it held."""
+        async with self.lock:
+            try:
+                handled = await self.handle_batch(batch)
+                await self.confirm()
+            except BaseException:
+                self.rollback()
+                raise
+            return handled
+
+    async def handle_batch(self, batch: Sequence[Record]) -> int:
+        """The subclass's batch; returns the number of events it held."""
+        raise NotImplementedError

@@ -36,7 +36,7 @@ from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
 from stream_app.service.stages.cross_tier import CrossTierStage, Published
 from stream_app.service.stages.suite_forwarding import SuiteForwarding
-from stream_app.service.stages.table_stage import TableStage
+from stream_app.service.stages.table_stage import HopStage
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def run_record(record: Record, run: Any) -> Record:
     return record._replace(value=json.dumps(run).encode())
 
 
-class WindowsStage(TableStage[TierState]):
+class WindowsStage(HopStage[TierState]):
     """Folds each batch of runs into the tier windows of the table, once per key per batch, and
     retires the experiments that accepted no run for `experiment_idle_ttl_s`."""
 
