@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -235,15 +235,21 @@ class WindowsStage(HopStage[TierState]):
         if experiment in self.tracked:
             return
         self.tracked.add(experiment)
-        for tier in EVERY_TIER:
-            raw = self.table.get(tier_key(experiment, tier).encode())
-            if raw is None:
-                continue
+        for _, raw in self._stored_tiers(experiment):
             try:
                 touched = touched_of(json.loads(raw))
             except (ValueError, RecursionError):
                 touched = None
             self.idle.touch(experiment, touched or now_us)
+
+    def _stored_tiers(self, experiment: str) -> Iterator[tuple[bytes, bytes]]:
+        """The stored tier keys of an experiment and their records, by point reads of its 100
+        possible tier keys: a scan would read every record of the table from disk."""
+        for tier in EVERY_TIER:
+            key = tier_key(experiment, tier).encode()
+            raw = self.table.get(key)
+            if raw is not None:
+                yield key, raw
 
     def _stored(
         self, key: str, raw: bytes
@@ -355,11 +361,7 @@ class WindowsStage(HopStage[TierState]):
         if not retiring:
             return []
         generation = self.generation
-        keys = [
-            key
-            for key, raw in self.table.items()
-            if raw is not None and split_tier_key(key.decode())[0] in retiring
-        ]
+        keys = [key for e in sorted(retiring) for key, _ in self._stored_tiers(e)]
         forwarding = SuiteForwarding(self.outputs)
         for key in keys:
             experiment_id, tier = split_tier_key(key.decode())
