@@ -95,9 +95,15 @@ HOPS: Final = (
     Hop("runs_by_tier", WindowsStage, batch_share=10, inner=(CrossTierStage,)),
     Hop("suite_feed", SuitesStage, paced=True),
 )
-STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(
-    stage for hop in HOPS for stage in (hop.stage, *hop.inner) if issubclass(stage, TableStage)
+OWNED_BY: Final[tuple[tuple[TopicRole, StatefulStage], ...]] = tuple(
+    (hop.source, stage)
+    for hop in HOPS
+    for stage in (hop.stage, *hop.inner)
+    if issubclass(stage, TableStage)
 )
+"""Each stage with a table, in the hops' order (a hop's inner stages after its own), with the
+topic its hop reads: whose partitions it owns."""
+STATEFUL: Final[tuple[StatefulStage, ...]] = tuple(stage for _, stage in OWNED_BY)
 """The stages with a table, in the hops' order, a hop's inner stages after its own."""
 
 
@@ -173,12 +179,7 @@ class Stages(NamedTuple):
         """(topic whose partitions it owns, stage) for every stage with a table: the topic its
         hop reads."""
         stages = {type(stage): stage for stage in self.stateful}
-        return [
-            (topic(settings, hop.source), stages[stage])
-            for hop in HOPS
-            for stage in (hop.stage, *hop.inner)
-            if issubclass(stage, TableStage)
-        ]
+        return [(topic(settings, source), stages[stage]) for source, stage in OWNED_BY]
 
 
 TableOf = Callable[[StatefulStage, Outputs], StateTable]
