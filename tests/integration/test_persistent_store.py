@@ -163,6 +163,30 @@ def test_a_local_store_its_changelog_does_not_vouch_for_is_rebuilt(
     assert from_scratch == []  # Faust's recovery read on from the loaded checkpoints
 
 
+def test_a_kill_during_the_bulk_load_loses_and_doubles_nothing(
+    broker: Broker, workers: list[Worker], tmp_path: Path
+) -> None:
+    """A worker on an empty disk is SIGKILLed right after the first write of its bulk load
+    (one database holds the first fetch of its changelog, and its checkpoint); the next start
+    trusts that database, reads on from its checkpoint, and loads the others."""
+    worker = run_then_kill(broker, workers, tmp_path)
+    delete(tables(worker))
+    before = len(worker.log_path.read_text())
+    env = {
+        "EVALSTREAM_GROUP_INSTANCE_ID": "w",
+        "FAULT_KILL_AT_WRITE": "1",
+        "FAULT_KILL_WHEN": "after",
+    }
+    loading = Worker(broker, tmp_path, "w", FAULTY, port=worker.port, **env).start()
+    workers.append(loading)
+    assert loading.process is not None
+    loading.process.wait(90)
+    assert loading.process.returncode == -9
+    assert LOADED not in loading.log_path.read_text()[before:]  # killed mid-load
+    again = restart_and_converge(broker, workers, tmp_path, loading)
+    assert LOADED in again.log_path.read_text()[before:]
+
+
 def test_a_survivor_takes_over_from_its_standby_copy(
     broker: Broker, workers: list[Worker], tmp_path: Path
 ) -> None:
