@@ -21,6 +21,8 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
+from stream_app.brokers import BrokerError
+from stream_app.brokers.kafka import ApacheKafka
 from stream_app.processes.orphans import Watchdog
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,6 +120,29 @@ def record(lines: list[str]) -> None:
     DEVELOPMENT.write_text(FIGURES.sub(lambda m: m[1] + body + m[2], text), encoding="utf-8")
 
 
+def class_archive(watchdog: Watchdog) -> str:
+    """Start and stop one Apache Kafka broker when the JVM's class archive is missing (a fresh
+    clone): the first broker to stop writes it (`ApacheKafka.class_archive`), and every later
+    start takes half the time. Left to the tests, each broker stopped before it exists writes
+    one at exit, tens of seconds of CPU in the middle of the suite."""
+    try:
+        broker = ApacheKafka(log_file=REPORTS / "class-archive-broker.log")
+    except BrokerError as e:
+        return f"no class archive: {e}"  # the tests that need the broker say so themselves
+    if broker.class_archive.exists():
+        return ""
+    began = time.monotonic()
+    try:
+        with broker:
+            process = broker.process
+            watchdog.watch(process)  # a SIGKILLed script leaves no broker behind
+        if process is not None:
+            watchdog.unwatch(process)  # stopped and reaped
+    except BrokerError as e:
+        return f"no class archive: {e}"
+    return f"Apache Kafka's class archive made in {time.monotonic() - began:.0f} s"
+
+
 def signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
         os.killpg(process.pid, signum)
@@ -146,14 +171,18 @@ def main() -> int:
     bin_dir = Path(sys.executable).parent  # the virtualenv `make` runs this with
     runs: list[tuple[subprocess.Popen[bytes], str | None]] = []
     try:
-        for command, log, env in (
-            ([str(bin_dir / "pytest"), "-n", args.workers, "--dist", "loadgroup", "-p",
-              "no:cacheprovider", "--durations=15", "--junitxml", str(own)], None, {}),
+        for command, logged, env in (
             (["make", "--no-print-directory", "lint"], "lint.log", {}),
             (["scripts/test-pythons.sh"], "pythons.log",
              {"JUNIT_DIR": str(REPORTS), "TEST_PYTHONS_MARK": "pythons"}),
         ):  # fmt: skip
-            start(command, log, watchdog, runs, **env)
+            start(command, logged, watchdog, runs, **env)
+        if said := class_archive(watchdog):  # beside lint and the other Pythons, before the tests
+            print(said, flush=True)
+        start([str(bin_dir / "pytest"), "-n", args.workers, "--dist", "loadgroup", "-p",
+               "no:cacheprovider", "--durations=15", "--junitxml", str(own)], None, watchdog,
+              runs)  # fmt: skip
+        runs.insert(0, runs.pop())  # waited for first: its output is printed as it runs
         statuses = []
         for process, log in runs:  # the tests were printed as they ran; the others' logs follow
             statuses.append(process.wait())
