@@ -83,9 +83,11 @@ for version in $supported; do
             ! "$venv/bin/python" -c '' 2>/dev/null; then
             echo "Python $version: making $venv with $python"
             # --clear: a venv whose interpreter went away (a pyenv upgrade) is made anew. .venv's
-            # uv installs (make install put it there): pip is not needed in these.
+            # uv installs (make install put it there): pip is not needed in these. Not compiled
+            # ahead (20 s of CPU each, beside the suite): these runs import a few of the
+            # modules, and write the caches of those as they import them (below).
             "$python" -m venv --clear --without-pip "$venv" &&
-                .venv/bin/uv pip install --quiet --compile-bytecode --python "$venv/bin/python" -e '.[dev,embedded]' &&
+                .venv/bin/uv pip install --quiet --python "$venv/bin/python" -e '.[dev,embedded]' &&
                 touch "$venv/.installed" || { echo "Python $version: could not make $venv"; status=1; continue; }
         fi
     fi
@@ -101,7 +103,10 @@ for version in $supported; do
         fi
         "$venv/bin/python" -m compileall -q -j 0 stream_app schemas tests >/dev/null  # see test-suite.py
         echo "== tests ($mark) on Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())') ($venv) =="
-        "$venv/bin/pytest" -m "$mark" -q -p no:cacheprovider "${report[@]}" || status=1
+        # Bytecode caches written even where PYTHONDONTWRITEBYTECODE is set (many CI images): in
+        # this throwaway venv, each process the tests start would otherwise compile again every
+        # module it imports.
+        env -u PYTHONDONTWRITEBYTECODE "$venv/bin/pytest" -m "$mark" -q -p no:cacheprovider "${report[@]}" || status=1
     fi
 done
 exit $status
