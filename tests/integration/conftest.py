@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import time
 from collections.abc import Generator, Iterator
@@ -15,10 +16,11 @@ from typing import Any
 import pytest
 from pluggy import Result
 
-from stream_app.brokers.kafka import ApacheKafka
 from stream_app.ports import free_port
 from stream_app.service.settings import TopicNames
-from tests.integration.harness import TEST_BROKER, Broker, Worker, make_broker
+from tests.integration import shared_broker
+from tests.integration.harness import TEST_BROKER, Broker, Worker, make_broker, require_broker
+from tests.integration.shared_broker import SharedKafka
 
 HERE = Path(__file__).parent
 
@@ -49,14 +51,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def shared_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
-    """One Apache Kafka broker for the whole session, started when a test first asks for it:
-    starting and stopping one per test cost seconds each. Tests that start, stop or
-    reconfigure a broker make their own with `make_broker`."""
-    log = tmp_path_factory.mktemp("shared-kafka") / "broker.log"
-    broker = make_broker(log, kind="kafka")
-    assert isinstance(broker, ApacheKafka)
-    with broker:
+def shared_kafka(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedKafka]:
+    """One Apache Kafka broker for the whole run, started when a test first asks for it:
+    starting and stopping one per test cost seconds each, and one per pytest-xdist worker kept
+    three idle JVMs busy (`shared_broker.py`). Tests that start, stop or reconfigure a broker
+    make their own with `make_broker`."""
+    require_broker("kafka")
+    root = tmp_path_factory.getbasetemp()
+    if hasattr(pytestconfig, "workerinput"):  # a pytest-xdist worker
+        root = root.parent  # the run's: each worker's directory is one inside it
+    with shared_broker.shared_kafka(root) as broker:
         yield broker
 
 
@@ -69,6 +75,9 @@ def own_web_port(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 NAMESPACES = itertools.count(1)
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+NAMESPACED = re.compile(r"(evalstream-)?t(gw\d+|main)-\d+\b")
+"""A name made of a test's namespace (an app id, a topic, a group named for either)."""
 
 
 @pytest.fixture
@@ -80,8 +89,8 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
         with make_broker(tmp_path / "broker.log", kind=kind) as b:
             yield b
         return
-    shared: ApacheKafka = request.getfixturevalue("shared_kafka")
-    if shared.process is None or shared.process.poll() is not None:
+    shared: SharedKafka = request.getfixturevalue("shared_kafka")
+    if not shared.alive():
         pytest.fail(
             "the session's shared broker is gone: a test stopped it; "
             "a test that stops its broker must make its own (make_broker)"
@@ -95,12 +104,13 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
 def own_namespace(n: int) -> dict[str, str]:
     """What keeps a test's data apart on the shared broker: its own group and changelogs (the
     app id) and its own topics, set as EVALSTREAM_* variables, so that the settings the test
-    loads and every `stream-app` process it starts use them alike."""
+    loads and every `stream-app` process it starts use them alike. Named for the xdist worker
+    too: every worker's tests share the broker (`NAMESPACED` matches them all)."""
     topics = {
-        f"EVALSTREAM_TOPICS__{field.upper()}": f"t{n}.{topic}"
+        f"EVALSTREAM_TOPICS__{field.upper()}": f"t{WORKER}-{n}.{topic}"
         for field, topic in TopicNames().model_dump().items()
     }
-    return {"EVALSTREAM_APP_ID": f"evalstream-t{n}", **topics}
+    return {"EVALSTREAM_APP_ID": f"evalstream-t{WORKER}-{n}", **topics}
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from stream_app.processes.worker_process import Samples, metric_total
 from stream_app.service.settings import Settings
 from stream_app.synthetic import synthetic_lines
 from tests.integration.harness import (
+    Broker,
     Worker,
-    make_broker,
     outputs_equal_replay,
     produce_lines,
     settings_for,
@@ -54,51 +54,52 @@ def produce_alone(settings: Settings, worker: Worker, line: bytes, total: int) -
     assert took < WITHIN / 2, f"run {total} waited {took:.1f} s for company"
 
 
-def test_a_backlog_goes_in_big_batches_a_quiet_input_one_event_at_a_time(tmp_path: Path) -> None:
-    with make_broker(tmp_path / "broker.log") as broker:
-        settings = settings_for(broker)
-        start = datetime(2027, 3, 1, tzinfo=UTC)
-        backlog = list(synthetic_lines(BACKLOG, experiments=20, seed=3, start=start))
-        produce_lines(settings, backlog)  # waiting before the worker starts
-        worker = Worker(
-            broker,
-            tmp_path,
-            "worker",
-            EVALSTREAM_BATCH_WITHIN_S=f"{WITHIN}",
-            EVALSTREAM_SUITE_INTERVAL_S=f"{SUITE_INTERVAL}",
-        ).start()
-        try:
-            worker.wait_ready()
-            wait_until(lambda: handled(worker.metrics()) == BACKLOG, 120, what="the backlog")
-            samples = worker.metrics()
-            total = batches(samples, "validate")
-            assert total - batches_within(samples, 1000) >= 1, "no batch beyond 1,000 runs"
-            assert total < BACKLOG / 100, f"{total:.0f} batches for {BACKLOG} runs"
+def test_a_backlog_goes_in_big_batches_a_quiet_input_one_event_at_a_time(
+    tmp_path: Path, broker: Broker
+) -> None:
+    settings = settings_for(broker)
+    start = datetime(2027, 3, 1, tzinfo=UTC)
+    backlog = list(synthetic_lines(BACKLOG, experiments=20, seed=3, start=start))
+    produce_lines(settings, backlog)  # waiting before the worker starts
+    worker = Worker(
+        broker,
+        tmp_path,
+        "worker",
+        EVALSTREAM_BATCH_WITHIN_S=f"{WITHIN}",
+        EVALSTREAM_SUITE_INTERVAL_S=f"{SUITE_INTERVAL}",
+    ).start()
+    try:
+        worker.wait_ready()
+        wait_until(lambda: handled(worker.metrics()) == BACKLOG, 120, what="the backlog")
+        samples = worker.metrics()
+        total = batches(samples, "validate")
+        assert total - batches_within(samples, 1000) >= 1, "no batch beyond 1,000 runs"
+        assert total < BACKLOG / 100, f"{total:.0f} batches for {BACKLOG} runs"
 
-            # Quiet: each run is produced once the one before it is handled, so nothing else
-            # is on its way. A batch that waited its `batch_within_s` for more would hold each
-            # run WITHIN seconds; each goes alone at once. (Runs produced at a fixed pace may
-            # rightly share a batch: a busy worker takes together what waited meanwhile.)
-            singles = batches_within(samples, 1)
-            # The suite hop done with the backlog too (its outputs are replay's): a batch of it
-            # still running would be counted below, as if the quiet runs had made it.
-            wait_until(
-                lambda: outputs_equal_replay(settings, backlog), 60, what="the backlog's outputs"
-            )
-            suite_batches = batches(worker.metrics(), "suite")
-            later = list(synthetic_lines(QUIET, experiments=1, seed=4, start=start, prefix="quiet"))
-            began = time.monotonic()
-            for n, line in enumerate(later, start=1):
-                produce_alone(settings, worker, line, BACKLOG + n)
-            assert batches_within(worker.metrics(), 1) - singles == QUIET
-            wait_until(
-                lambda: outputs_equal_replay(settings, backlog + later),
-                timeout=60,
-                what="outputs equal to replay",
-            )
-            # The suite hop, paced, takes them in batches at least SUITE_INTERVAL apart.
-            paced = 1 + (time.monotonic() - began) // SUITE_INTERVAL
-            assert batches(worker.metrics(), "suite") - suite_batches <= paced
-        finally:
-            code = worker.stop()
-        assert code == 0, f"worker did not stop cleanly ({code}):\n{worker.log()}"
+        # Quiet: each run is produced once the one before it is handled, so nothing else
+        # is on its way. A batch that waited its `batch_within_s` for more would hold each
+        # run WITHIN seconds; each goes alone at once. (Runs produced at a fixed pace may
+        # rightly share a batch: a busy worker takes together what waited meanwhile.)
+        singles = batches_within(samples, 1)
+        # The suite hop done with the backlog too (its outputs are replay's): a batch of it
+        # still running would be counted below, as if the quiet runs had made it.
+        wait_until(
+            lambda: outputs_equal_replay(settings, backlog), 60, what="the backlog's outputs"
+        )
+        suite_batches = batches(worker.metrics(), "suite")
+        later = list(synthetic_lines(QUIET, experiments=1, seed=4, start=start, prefix="quiet"))
+        began = time.monotonic()
+        for n, line in enumerate(later, start=1):
+            produce_alone(settings, worker, line, BACKLOG + n)
+        assert batches_within(worker.metrics(), 1) - singles == QUIET
+        wait_until(
+            lambda: outputs_equal_replay(settings, backlog + later),
+            timeout=60,
+            what="outputs equal to replay",
+        )
+        # The suite hop, paced, takes them in batches at least SUITE_INTERVAL apart.
+        paced = 1 + (time.monotonic() - began) // SUITE_INTERVAL
+        assert batches(worker.metrics(), "suite") - suite_batches <= paced
+    finally:
+        code = worker.stop()
+    assert code == 0, f"worker did not stop cleanly ({code}):\n{worker.log()}"

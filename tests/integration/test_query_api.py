@@ -33,6 +33,7 @@ from tests.integration.harness import (
     settings_for,
     wait_until,
 )
+from tests.integration.shared_broker import SharedKafka
 
 # One worker runs the module: its fixtures are made once, not once per pytest-xdist worker.
 pytestmark = pytest.mark.xdist_group("query-api")
@@ -80,8 +81,8 @@ def module_broker(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Bro
         with make_broker(workdir / "broker.log") as broker:
             yield broker
         return
-    shared: Broker = request.getfixturevalue("shared_kafka")
-    if shared.process is None or shared.process.poll() is not None:
+    shared: SharedKafka = request.getfixturevalue("shared_kafka")
+    if not shared.alive():
         pytest.fail("the session's shared broker is gone: a test stopped it")
     with pytest.MonkeyPatch.context() as env:
         for name, value in own_namespace(next(NAMESPACES)).items():
