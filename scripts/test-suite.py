@@ -155,7 +155,7 @@ def interrupt(signum: int, _frame: object) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--record", action="store_true", help="write a green run's figures")
-    parser.add_argument("--workers", default="3", help="pytest-xdist workers (default 3)")
+    parser.add_argument("--workers", default="4", help="pytest-xdist workers (default 4)")
     args = parser.parse_args()
     begun = time.monotonic()
     # Compiled once here: where PYTHONDONTWRITEBYTECODE is set, each of the hundreds of processes
