@@ -89,6 +89,9 @@ class Table(dict[bytes, bytes]):
         merged = {**dict(super().items()), **self.held}
         return [(k, v) for k, v in merged.items() if v is not None]
 
+    def all_keys(self) -> list[bytes]:
+        return [k for k, _ in self.items()]
+
     async def put(self, key: bytes, value: bytes) -> None:
         self.held[key] = value
 

@@ -19,8 +19,8 @@ class LocalStore(Protocol):
     def read(self, key: bytes) -> bytes | None:
         """The stored value, or None."""
 
-    def stored_items(self) -> Iterable[tuple[bytes, bytes]]:
-        """Every stored key and value (of the partitions this worker is active for)."""
+    def stored_keys(self) -> Iterable[bytes]:
+        """Every stored key, without reading the values (of the active partitions)."""
 
     def write(self, partition: int, changes: Sequence[Change], offset: int | None) -> None:
         """Apply `changes` (acknowledged by the changelog up to `offset`) at once."""
@@ -38,9 +38,9 @@ class MemoryStore:
         value: bytes | None = self.data.get(key)
         return value
 
-    def stored_items(self) -> Iterable[tuple[bytes, bytes]]:
-        """Every stored key and value."""
-        return list(self.data.items())
+    def stored_keys(self) -> Iterable[bytes]:
+        """Every stored key."""
+        return list(self.data.keys())
 
     def write(self, partition: int, changes: Sequence[Change], offset: int | None) -> None:
         """Apply `changes`."""
@@ -82,15 +82,14 @@ class ChangelogTable:
             return self.pending[key]
         return self.store.read(key)
 
-    def items(self) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every key and value, the batch's own writes over the stored ones."""
+    def all_keys(self) -> Iterator[bytes]:
+        """Every key, the batch's own writes and deletions counted, without reading a stored
+        value (a restoration lists its keys, then reads each one afresh)."""
         pending = dict(self.pending)
-        for key, value in self.store.stored_items():
+        for key in self.store.stored_keys():
             if key not in pending:
-                yield key, value
-        for key, written in pending.items():
-            if written is not None:
-                yield key, written
+                yield key
+        yield from (key for key, written in pending.items() if written is not None)
 
     async def put(self, key: bytes, value: bytes) -> None:
         """Hold a value until the batch's outputs are acknowledged."""

@@ -205,10 +205,10 @@ class PartitionedStore(rocksdb.Store):
         """The stored value of a key, or None."""
         return self._get(key)
 
-    def stored_items(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every key and value of the partitions this worker is active for."""
+    def stored_keys(self) -> Iterator[bytes]:
+        """Every key of the partitions this worker is active for, no value read."""
         try:
-            yield from self._iteritems()
+            yield from self._iterkeys()
         except Exception as exc:
             raise StoreFailed(f"{self.table_name}: a local database failed ({exc})") from exc
 

@@ -47,7 +47,7 @@ PRIVATE: dict[str, type] = {  # member -> the Faust class that has it
     "_set": RocksStore,  # overridden
     "_del": RocksStore,  # overridden
     "_contains": RocksStore,  # overridden
-    "_iteritems": RocksStore,  # table_store: the active partitions' keys and values
+    "_iterkeys": RocksStore,  # table_store: the active partitions' keys
     "_db_for_partition": RocksStore,  # table_store: a partition's database, opened if need be
     "_dbs": RocksStore,  # table_store: the open databases, by partition (a discarded one goes)
     "_dbs_for_actives": RocksStore,  # table_store.estimated_keys: the active partitions' ones

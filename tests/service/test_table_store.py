@@ -6,6 +6,7 @@ tests/integration/test_persistent_store.py's."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -20,6 +21,7 @@ import pytest
 import rocksdict
 from faust.types import TP
 
+from stream_app.service.changelog_table import ChangelogTable, MemoryStore
 from stream_app.service.table_store import (
     STORE_FORMAT,
     BrokerView,
@@ -194,3 +196,33 @@ def test_a_failed_write_condemns_its_database(store: PartitionedStore) -> None:
     assert not store.format_file(1).exists()  # the next start discards it
     with pytest.raises(StoreFailed):
         store.read(b"a")
+
+
+def test_the_keys_are_listed_without_their_values_and_only_the_active_partitions(
+    store: PartitionedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restoration lists the keys to restore, then reads each afresh: the listing skips the
+    checkpoint's key and the partitions this worker is not active for."""
+    store.write(1, [(b"a", b"1"), (b"e", b"2")], 7)
+    store.write(2, [(b"b", b"3")], 4)
+    monkeypatch.setattr(store.app.assignor, "assigned_actives", lambda: {tp(1)})
+    assert sorted(store.stored_keys()) == [b"a", b"e"]
+    monkeypatch.setattr(store.app.assignor, "assigned_actives", lambda: {tp(1), tp(2)})
+    assert sorted(store.stored_keys()) == [b"a", b"b", b"e"]
+
+
+def test_a_table_lists_its_batchs_writes_and_deletions_over_the_stored_keys() -> None:
+    stored = MemoryStore({b"a": b"1", b"b": b"2"})
+
+    async def send(*_: Any) -> Any:
+        raise AssertionError("nothing is sent before a confirm")
+
+    table = ChangelogTable(stored, send, CHANGELOG, lambda key: key[0] % 4)
+
+    async def batch() -> None:
+        await table.delete(b"a")
+        await table.put(b"c", b"3")
+        await table.put(b"b", b"4")
+
+    asyncio.run(batch())
+    assert sorted(table.all_keys()) == [b"b", b"c"]

@@ -66,9 +66,8 @@ class SuitesStage(HopStage[SuiteState]):
     def _index(self) -> dict[str, set[bytes]]:
         if self.index is None:
             self.index = {}
-            for key, raw in self.table.items():
-                if raw is not None:
-                    self.index.setdefault(parse_record_key(key)[0], set()).add(key)
+            for key in self.table.all_keys():
+                self.index.setdefault(parse_record_key(key)[0], set()).add(key)
         return self.index
 
     def drop_cache(self) -> None:

@@ -61,8 +61,8 @@ class StateTable(Protocol):
     def get(self, key: bytes) -> bytes | None:
         """The stored value, or None."""
 
-    def items(self) -> Iterable[tuple[bytes, bytes | None]]:
-        """Every stored key and value."""
+    def all_keys(self) -> Iterable[bytes]:
+        """Every stored key, no value read."""
 
     async def put(self, key: bytes, value: bytes) -> None:
         """Store a value (and send it to the changelog)."""
@@ -261,8 +261,8 @@ class TableStage(Generic[S]):
     async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
         """What `restore_gauges` restores one at a time: the stored keys of `partitions`."""
         keys: list[bytes] = []
-        for key, raw in self.table.items():
-            if raw is not None and self.partition_of(key) in partitions:
+        for key in self.table.all_keys():
+            if self.partition_of(key) in partitions:
                 keys.append(key)
             await pause()
         return keys
