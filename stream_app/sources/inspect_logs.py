@@ -131,8 +131,16 @@ def log_events(path: Path, mapping: RunMapping) -> tuple[list[dict[str, Any]], l
         detail = f"reading it takes in {size:,} bytes, over {MAX_LOG_READ_BYTES:,}"
         return [], [Skipped(path, "too_large", detail)]
     try:
-        header = header_of(read_eval_log(str(path), header_only=True).eval)
-        summaries = read_eval_log_sample_summaries(str(path))
+        if path.suffix == ".json":
+            # Read whole, once: inspect_ai's reader of a JSON log's summaries returns the last
+            # log it read from that path, so a log rewritten since (each of an eval's
+            # snapshots, then its end) would come back as it was, its new samples unseen.
+            log = read_eval_log(str(path))
+            header = header_of(log.eval)
+            summaries = [sample.summary() for sample in log.samples or []]
+        else:
+            header = header_of(read_eval_log(str(path), header_only=True).eval)
+            summaries = read_eval_log_sample_summaries(str(path))
     except Exception as exc:
         return [], [Skipped(path, "unreadable_log", str(exc) or type(exc).__name__)]
     events: list[dict[str, Any]] = []

@@ -137,6 +137,24 @@ def inspect_counts(logs: Path) -> Counter[tuple[str, str, str]]:
     return counts
 
 
+def test_a_json_log_rewritten_at_its_path_is_read_anew(eval_logs: Path, tmp_path: Path) -> None:
+    """inspect_ai writes a JSON log's snapshots, then its end, each over the last: the watcher
+    reads the new samples of each, though inspect_ai's own reader of a JSON log's summaries
+    keeps the last log it read by path."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    finished = read_eval_log(str(next(eval_logs.glob("*.json"))))
+    assert finished.samples
+    path = tmp_path / "snapshot.json"
+    started = finished.model_copy(update={"samples": None, "status": "started"})
+    write_eval_log(started, str(path))
+    assert inspect_logs_module.log_events(path, RunMapping()) == ([], [])
+    write_eval_log(finished, str(path))
+    events, skipped = inspect_logs_module.log_events(path, RunMapping())
+    assert skipped == []
+    assert len(events) == sum(1 for s in finished.samples if s.summary().completed)
+
+
 def replay(directory: Path) -> subprocess.CompletedProcess[bytes]:
     """`stream-app replay DIRECTORY`, as a user runs it."""
     command = [sys.executable, "-m", "stream_app", "replay", str(directory)]
