@@ -47,8 +47,8 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, generated files curr
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --explicit-package-bases stream_app schemas tests bench grafana/generate.py prometheus/generate_tests.py
-	@# The run above checked them for .venv's own Python: the others only.
-	@own=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	@# The run above checked them for the version pyproject.toml gives mypy: the others only.
+	@own=$$(sed -n 's/^python_version = "\(.*\)"/\1/p' pyproject.toml); \
 	for v in $(PYTHONS); do [ "$$v" = "$$own" ] && continue; echo "mypy --python-version $$v $(VERSIONED)"; \
 		$(BIN)/mypy --python-version $$v --follow-imports=silent $(VERSIONED) || exit 1; done
 	$(BIN)/python -m schemas.export --check
