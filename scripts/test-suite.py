@@ -30,6 +30,7 @@ REPORTS = REPO / ".test-reports"
 DEVELOPMENT = REPO / "docs" / "development.md"
 FIGURES = re.compile(r"(<!-- suite-figures:begin[^>]*-->\n).*?(<!-- suite-figures:end -->)", re.S)
 TEARDOWN_S = 60.0  # pytest's teardown of the brokers and workers of a stopped run
+STOP_S = 180.0  # the class archive's broker: the JVM writes the archive as it exits
 SOURCES = ("stream_app", "schemas", "tests", "bench", "grafana", "prometheus", "scripts")
 
 
@@ -133,13 +134,19 @@ def class_archive(watchdog: Watchdog) -> str:
         return ""
     began = time.monotonic()
     try:
-        with broker:
-            process = broker.process
-            watchdog.watch(process)  # a SIGKILLed script leaves no broker behind
+        broker.start()
+        process = broker.process
+        watchdog.watch(process)  # a SIGKILLed script leaves no broker behind
+        # Beside lint and the other Pythons: the JVM writes the archive as it exits, and one
+        # stopped short of that leaves none (never a torn one: see `_keep_archive`).
+        broker.stop(timeout=STOP_S)
         if process is not None:
             watchdog.unwatch(process)  # stopped and reaped
-    except BrokerError as e:
+    except (BrokerError, OSError, subprocess.SubprocessError) as e:
+        broker.stop()
         return f"no class archive: {e}"
+    if not broker.class_archive.exists():
+        return "no class archive: the broker stopped before writing it"
     return f"Apache Kafka's class archive made in {time.monotonic() - began:.0f} s"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -87,6 +88,13 @@ def find_kafka(home: Path | None = None) -> Path:
     if shutil.which("java") is None:
         raise BrokerError("no java on PATH: Apache Kafka needs Java 17 or newer")
     return home
+
+
+def class_archive(home: Path) -> Path:
+    """The JVM's archive of the classes a broker of `home` loads (class data sharing): made by
+    the first broker to stop, read by every later start, which then takes about half the time.
+    A stale one (other jars, another JVM) is refused by the JVM, which then starts without."""
+    return home / "classes.jsa"
 
 
 def java_cause(output: str) -> str:
@@ -170,29 +178,33 @@ class ApacheKafka(LoopbackBroker):
 
     @property
     def class_archive(self) -> Path:
-        """The JVM's archive of the classes the broker loads (class data sharing): made by the
-        first broker to stop, read by every later start, which then takes about half the time.
-        A stale one (other jars, another JVM) is refused by the JVM, which then starts without."""
-        return self.home / "classes.jsa"
+        """The JVM's archive of the classes the broker loads (`class_archive`)."""
+        return class_archive(self.home)
 
     def _archive_options(self) -> list[str]:
         if self.class_archive.exists():
             return [f"-XX:SharedArchiveFile={self.class_archive}", "-Xshare:auto"]
         return [f"-XX:ArchiveClassesAtExit={self.class_archive}.{os.getpid()}"]
 
-    def _keep_archive(self) -> None:
-        """Move an archive this process had the JVM write into place (once complete: the JVM
-        writes it as it exits)."""
+    def _keep_archive(self, complete: bool) -> None:
+        """Move an archive this process had the JVM write into place, if `complete`: the JVM
+        writes it as it exits, and one killed meanwhile leaves it cut short (which every later
+        start would try, and refuse, and none would write again)."""
         written = self.class_archive.with_name(f"{self.class_archive.name}.{os.getpid()}")
-        if written.exists() and not self.class_archive.exists():
+        if complete and written.exists() and not self.class_archive.exists():
             written.replace(self.class_archive)
         written.unlink(missing_ok=True)
 
-    def _java(self, main: str, *args: str) -> list[str]:
+    def _java(self, main: str, *args: str, server: bool = False) -> list[str]:
+        """The command running `main` of Kafka's jars; only the server writes the class archive
+        (a tool's would hold the tool's few classes, in the file the server writes at exit)."""
+        archive = self._archive_options()
+        if not server:
+            archive = [option for option in archive if "ArchiveClassesAtExit" not in option]
         return [
             "java",
             *self.jvm_options,
-            *self._archive_options(),
+            *archive,
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
             *([f"-Djava.security.auth.login.config={self.jaas}"] if self.jaas else []),
             "-cp",
@@ -229,7 +241,7 @@ class ApacheKafka(LoopbackBroker):
         output = (self.log_file or self.workdir / "broker.log").open("ab")
         try:
             self.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(config)),
+                self._java("kafka.Kafka", str(config), server=True),
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -270,8 +282,8 @@ class ApacheKafka(LoopbackBroker):
         caller gave it."""
         process, self.process = self.process, None
         if process is not None:
-            stop_process(process, timeout)
-            self._keep_archive()
+            status = stop_process(process, timeout)
+            self._keep_archive(complete=status != -signal.SIGKILL)
         if self.workdir is not None and self.given_workdir is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
