@@ -1,5 +1,6 @@
-"""The suite's shared fixtures (`tests/fixtures.py`) and its SIGTERM handling
-(`tests/sigterm.py`), registered as plugins; and the order the tests are handed out in."""
+"""The suite's shared fixtures (`tests/fixtures.py`), its SIGTERM handling (`tests/sigterm.py`)
+and the run's one Apache Kafka broker (`tests/integration/shared_broker.py`), registered as
+plugins; and the order the tests are handed out in."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures", "tests.sigterm"]
+pytest_plugins = ["tests.fixtures", "tests.sigterm", "tests.integration.shared_broker"]
 
 HERE = Path(__file__).parent
 FIRST = (HERE / "integration",)  # long and mostly waiting: started first, the rest fill in

@@ -59,9 +59,9 @@ def shared_kafka(
     three idle JVMs busy (`shared_broker.py`). Tests that start, stop or reconfigure a broker
     make their own with `make_broker`."""
     require_broker("kafka")
-    root = tmp_path_factory.getbasetemp()
-    if hasattr(pytestconfig, "workerinput"):  # a pytest-xdist worker
-        root = root.parent  # the run's: each worker's directory is one inside it
+    shared = os.environ.get(shared_broker.SHARED_DIR)  # the xdist controller's
+    in_xdist = hasattr(pytestconfig, "workerinput")
+    root = Path(shared) if in_xdist and shared else tmp_path_factory.getbasetemp()
     with shared_broker.shared_kafka(root) as broker:
         yield broker
 
