@@ -35,6 +35,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -759,16 +760,24 @@ def render() -> str:
     )
 
 
+RENDERED_BY = ("prometheus-client", "pydantic", "pydantic-core", "pyyaml")
+"""The dependencies whose versions can change the text: the exporter's, the models', the YAML's."""
+
+
 def fingerprint(text: str) -> str:
     """The file's first line: the digest of what it is made from (this generator, the package's
-    modules and pyproject.toml, the dependencies' versions) and of the text made. The rendering
-    replays 150,000 runs, half a minute of CPU in every `make lint`; a file made from these very
-    inputs, and not edited since, is current without it."""
+    and the schemas' modules, pyproject.toml, Python's version and those of `RENDERED_BY`) and
+    of the text made. The rendering replays 150,000 runs, half a minute of CPU in every `make
+    lint`; a file made from these very inputs, and not edited since, is current without it."""
     repo = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in [Path(__file__).resolve(), repo / "pyproject.toml",
-                 *sorted((repo / "stream_app").rglob("*.py"))]:  # fmt: skip
+                 *sorted((repo / "stream_app").rglob("*.py")),
+                 *sorted((repo / "schemas").rglob("*.py"))]:  # fmt: skip
         digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
+    versions = [f"python {sys.version_info[0]}.{sys.version_info[1]}"]
+    versions += [f"{name} {metadata.version(name)}" for name in RENDERED_BY]
+    digest.update("\n".join(versions).encode())
     made = hashlib.sha256(text.encode()).hexdigest()
     return f"{INPUTS}{digest.hexdigest()} made {made}\n"
 
