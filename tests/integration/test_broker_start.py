@@ -109,3 +109,27 @@ def test_a_test_run_stopped_by_sigterm_stops_its_broker(tmp_path: Path) -> None:
         wait_until(lambda: gone(pid), 10, interval=0.1, what="the broker to stop with the run")
     finally:
         stop_process(run)
+
+
+def test_only_a_broker_that_exits_on_its_own_leaves_the_class_archive(tmp_path: Path) -> None:
+    """The JVM writes the class archive as the server exits: what one killed meanwhile left is
+    dropped (a cut-short archive would be refused by every later start, and none would write it
+    again), one that exited on its own is kept, and Kafka's tools, which load few classes, never
+    write one."""
+    require_broker("kafka")
+    home = tmp_path / "kafka"  # a home of its own, with no archive yet
+    home.mkdir()
+    shared = ApacheKafka().home
+    (home / "lib").symlink_to(shared / "lib")
+    (home / "log4j2.properties").symlink_to(shared / "log4j2.properties")
+    broker = ApacheKafka(home, log_file=tmp_path / "broker.log")
+    assert not any("ArchiveClassesAtExit" in a for a in broker._java("kafka.tools.StorageTool"))
+    assert any("ArchiveClassesAtExit" in a for a in broker._java("kafka.Kafka", server=True))
+    cut_short = home / f"classes.jsa.{os.getpid()}"  # where this process's servers write it
+    cut_short.write_bytes(b"half an archive")
+    broker._keep_archive(complete=False)  # what `stop` says of a server it had to SIGKILL
+    assert sorted(p.name for p in home.iterdir()) == ["lib", "log4j2.properties"]
+    with broker:
+        pass
+    assert broker.class_archive.stat().st_size > 1_000_000
+    assert sorted(p.name for p in home.iterdir()) == ["classes.jsa", "lib", "log4j2.properties"]
