@@ -121,7 +121,7 @@ def record(lines: list[str]) -> None:
     DEVELOPMENT.write_text(FIGURES.sub(lambda m: m[1] + body + m[2], text), encoding="utf-8")
 
 
-def class_archive(watchdog: Watchdog) -> str:
+def make_class_archive(watchdog: Watchdog) -> str:
     """Start and stop one Apache Kafka broker when the JVM's class archive is missing (a fresh
     clone): the first broker to stop writes it (`ApacheKafka.class_archive`), and every later
     start takes half the time. Left to the tests, each broker stopped before it exists writes
@@ -184,7 +184,7 @@ def main() -> int:
              {"JUNIT_DIR": str(REPORTS), "TEST_PYTHONS_MARK": "pythons"}),
         ):  # fmt: skip
             start(command, logged, watchdog, runs, **env)
-        if said := class_archive(watchdog):  # beside lint and the other Pythons, before the tests
+        if said := make_class_archive(watchdog):  # beside lint and the other Pythons, first
             print(said, flush=True)
         start([str(bin_dir / "pytest"), "-n", args.workers, "--dist", "loadgroup", "-p",
                "no:cacheprovider", "--durations=15", "--junitxml", str(own)], None, watchdog,

@@ -38,7 +38,7 @@ ONE_NODE: Final[Mapping[str, str]] = {
     "num.partitions": "1",
     "log.flush.interval.messages": "9223372036854775807",
     # No idle no-op record in the metadata log every 500 ms: one node has no follower to tell
-    # that its controller lives, and the records cost an idle broker a third of its CPU.
+    # that its controller lives, and the records cost an idle broker a quarter of its CPU.
     "metadata.max.idle.interval.ms": "0",
 }
 JVM_OPTIONS: Final = (
