@@ -97,6 +97,17 @@ def class_archive(home: Path) -> Path:
     return home / "classes.jsa"
 
 
+def keep_archive(home: Path, starter: int, complete: bool) -> None:
+    """Move the class archive a server started by process `starter` wrote into place, if
+    `complete`: the JVM writes it as it exits, and one killed meanwhile leaves it cut short
+    (which every later start would try, and refuse, and none would write again)."""
+    archive = class_archive(home)
+    written = archive.with_name(f"{archive.name}.{starter}")
+    if complete and written.exists() and not archive.exists():
+        written.replace(archive)
+    written.unlink(missing_ok=True)
+
+
 def java_cause(output: str) -> str:
     """The line of a JVM's output that says why it failed (its exception's message, not the
     stack trace under it), else its last line."""
@@ -187,13 +198,8 @@ class ApacheKafka(LoopbackBroker):
         return [f"-XX:ArchiveClassesAtExit={self.class_archive}.{os.getpid()}"]
 
     def _keep_archive(self, complete: bool) -> None:
-        """Move an archive this process had the JVM write into place, if `complete`: the JVM
-        writes it as it exits, and one killed meanwhile leaves it cut short (which every later
-        start would try, and refuse, and none would write again)."""
-        written = self.class_archive.with_name(f"{self.class_archive.name}.{os.getpid()}")
-        if complete and written.exists() and not self.class_archive.exists():
-            written.replace(self.class_archive)
-        written.unlink(missing_ok=True)
+        """Move the archive this process had the JVM write into place (`keep_archive`)."""
+        keep_archive(self.home, os.getpid(), complete)
 
     def _java(self, main: str, *args: str, server: bool = False) -> list[str]:
         """The command running `main` of Kafka's jars; only the server writes the class archive

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from stream_app.brokers.kafka import ApacheKafka, class_archive, kafka_home
-from stream_app.processes.orphans import start_time
+from stream_app.brokers.kafka import ApacheKafka, kafka_home, keep_archive
+from stream_app.processes.orphans import running, start_time
 
 SHARED_DIR = "EVALSTREAM_TEST_SHARED_DIR"
 """The run's shared directory, made by the xdist controller and inherited by its workers."""
@@ -44,11 +44,7 @@ class SharedKafka(ApacheKafka):
 def alive(pid: int, started: str) -> bool:
     """Whether the process `pid` that started at `started` runs: a zombie (exited, not yet
     reaped by whoever adopted it) does not, nor another process that got its PID since."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z" and start_time(pid) == started
+    return running(pid) and start_time(pid) == started
 
 
 def me() -> list[Any]:
@@ -87,11 +83,7 @@ def stop_recorded(info: dict[str, Any]) -> None:
     """Stop the broker `info` records, started by another process, and clean up after it."""
     complete = stop_pid(*info["broker"])
     shutil.rmtree(info["workdir"], ignore_errors=True)
-    archive = class_archive(kafka_home())
-    written = archive.with_name(f"{archive.name}.{info['owner']}")  # its owner's JVM's
-    if complete and written.exists() and not archive.exists():
-        written.replace(archive)
-    written.unlink(missing_ok=True)
+    keep_archive(kafka_home(), info["owner"], complete)
 
 
 @contextlib.contextmanager
