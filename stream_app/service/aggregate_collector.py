@@ -1,13 +1,15 @@
 """The gauges of the latest aggregates and cross-tier reports, in the text exposition format.
 
-A publish writes the aggregate's own lines; a scrape only joins the stored lines, a family at a
-time (`web.py`), from a snapshot of each dict taken when it starts. Not prometheus_client's
+A publish writes the aggregate's own samples, compactly (`packed`); a scrape adds the family's
+name and each key's labels to them, a chunk of keys at a time (`web.py`), from a snapshot of
+each dict taken when it starts. Not prometheus_client's
 labelled gauges (a dictionary walk per sample to set and again to render: too slow for thousands
 of tiers), nor a render on a thread (docs/operations.md, 'Scrapes that never stall')."""
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Final, NamedTuple
@@ -109,37 +111,36 @@ def label_value(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _stats(name: str, labels: str, stats: Statistics | None, which: tuple[str, ...]) -> str:
+def _stats(stats: Statistics | None, which: tuple[str, ...]) -> str:
     if stats is None:
         return ""
-    return "".join(
-        f'{name}{{{labels},stat="{stat}"}} {number(getattr(stats, stat))}\n' for stat in which
-    )
+    return "".join(f',stat="{stat}"}} {number(getattr(stats, stat))}\n' for stat in which)
 
 
-def tier_lines(
+def tier_labels(agg: TierAggregate) -> str:
+    """The labels every series of a tier carries."""
+    return f'experiment="{label_value(agg.experiment_id)}",tier="{label_value(agg.tier)}"'
+
+
+def tier_samples(
     agg: TierAggregate, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS
 ) -> tuple[str, ...]:
-    """One aggregate's lines, one string per family of `TIER_FAMILIES`; of each field's
-    statistics, those `exported` names (the series budget)."""
-    labels = f'experiment="{label_value(agg.experiment_id)}",tier="{label_value(agg.tier)}"'
+    """One aggregate's samples, one string per family of `TIER_FAMILIES`, each line without
+    the family's name and the tier's labels (`expand` adds them); of each field's statistics,
+    those `exported` names (the series budget)."""
     return (
         *(
-            _stats(name, labels, getattr(agg, field), exported.get(field, ()))
-            for field, name in (*TIER_STATS.items(), *OPTIONAL_STATS.items())
+            _stats(getattr(agg, field), exported.get(field, ()))
+            for field in (*TIER_STATS, *OPTIONAL_STATS)
         ),
-        f"evalstream_tier_grade_points{{{labels}}} {number(grade_points(agg.grade))}\n",
-        f"evalstream_tier_window_runs{{{labels}}} {number(agg.runs)}\n",
-        f"evalstream_tier_window_capacity{{{labels}}} {number(agg.capacity)}\n",
-        "".join(
-            f'evalstream_tier_pass_at_k{{{labels},k="{label_value(k)}"}} {number(v)}\n'
-            for k, v in agg.pass_at_k.items()
-        ),
-        *_drop_lines(labels, agg.drop),
-        f"evalstream_tier_cumulative_runs{{{labels}}} {number(agg.cumulative.runs)}\n",
+        f"}} {number(grade_points(agg.grade))}\n",
+        f"}} {number(agg.runs)}\n",
+        f"}} {number(agg.capacity)}\n",
+        "".join(f',k="{label_value(k)}"}} {number(v)}\n' for k, v in agg.pass_at_k.items()),
+        *_drop_samples(agg.drop),
+        f"}} {number(agg.cumulative.runs)}\n",
         _bounds(
-            "evalstream_tier_cumulative_pass_rate",
-            labels,
+            "",
             agg.cumulative.pass_rate,
             agg.cumulative.pass_rate_interval.low,
             agg.cumulative.pass_rate_interval.high,
@@ -147,68 +148,106 @@ def tier_lines(
     )
 
 
-def _bounds(name: str, labels: str, estimate: float, low: float, high: float) -> str:
-    """An estimate and its interval, as three samples told apart by `bound`."""
+def tier_lines(
+    agg: TierAggregate, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS
+) -> tuple[str, ...]:
+    """One aggregate's lines, one string per family of `TIER_FAMILIES`."""
+    labels = tier_labels(agg)
+    samples = tier_samples(agg, exported)
+    return tuple(
+        expand(name, labels, s) for (name, _), s in zip(TIER_FAMILIES, samples, strict=True)
+    )
+
+
+def _bounds(labels: str, estimate: float, low: float, high: float) -> str:
+    """An estimate and its interval, as three samples told apart by `bound` (after `labels`)."""
     return "".join(
-        f'{name}{{{labels},bound="{bound}"}} {number(value)}\n'
+        f'{labels},bound="{bound}"}} {number(value)}\n'
         for bound, value in (("estimate", estimate), ("low", low), ("high", high))
     )
 
 
-def _drop_lines(labels: str, drop: DropStatus) -> tuple[str, str]:
+def _drop_samples(drop: DropStatus) -> tuple[str, str]:
     """The drop detectors' two families; the evidence absent while the tier warms up."""
     evidence = (
         "".join(
-            f'evalstream_tier_drop_evidence_ratio{{{labels},detector="{detector}"}} '
-            f"{number(ratio)}\n"
+            f',detector="{detector}"}} {number(ratio)}\n'
             for detector, ratio in drop.evidence.items()
         )
         if drop.monitoring
         else ""
     )
-    return f"evalstream_tier_dropped{{{labels}}} {number(int(drop.dropped))}\n", evidence
+    return f"}} {number(int(drop.dropped))}\n", evidence
 
 
-def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
-    """One report's lines, one string per family of `EXPERIMENT_FAMILIES`."""
-    exp = label_value(report.experiment_id)
+def experiment_labels(report: CrossTierReport) -> str:
+    """The label every series of an experiment carries."""
+    return f'experiment="{label_value(report.experiment_id)}"'
+
+
+def experiment_samples(report: CrossTierReport) -> tuple[str, ...]:
+    """One report's samples, one string per family of `EXPERIMENT_FAMILIES`, each line without
+    the family's name and the experiment's label."""
     uplift = "".join(
-        f'evalstream_tier_uplift_ratio{{experiment="{exp}",tier="{label_value(tier)}"}} '
-        f"{number(ratio)}\n"
+        f',tier="{label_value(tier)}"}} {number(ratio)}\n'
         for tier in report.tiers
         if (ratio := report.tier_uplift.get(tier)) is not None and math.isfinite(ratio)
     )
     difference = "".join(
-        _bounds(
-            "evalstream_tier_pass_rate_difference",
-            f'experiment="{exp}",tier="{label_value(tier)}"',
-            d.estimate,
-            d.low,
-            d.high,
-        )
+        _bounds(f',tier="{label_value(tier)}"', d.estimate, d.low, d.high)
         for tier, d in report.pass_rate_difference.items()
     )
     return (
         uplift,
         difference,
         *(
-            f'{name}{{experiment="{exp}"}} {number(value)}\n'
+            f"}} {number(value)}\n"
             if (value := getattr(report, field)) is not None  # the costs, with no tier priced
             else ""
-            for name, (field, _) in EXPERIMENT_VALUES.items()
+            for field, _ in EXPERIMENT_VALUES.values()
         ),
     )
 
 
-class TierEntry(NamedTuple):
-    """What the worker keeps of a tier's latest aggregate: its gauge lines, its JSON as
-    published (for the query API) and the few fields of the experiment list. Strings, numbers
-    and bytes only: the garbage collector stops tracking such tuples, so many tiers add no
-    pause to its full collections (as many pydantic models made them long enough to stall
-    `/healthz`)."""
+def experiment_lines(report: CrossTierReport) -> tuple[str, ...]:
+    """One report's lines, one string per family of `EXPERIMENT_FAMILIES`."""
+    labels = experiment_labels(report)
+    samples = experiment_samples(report)
+    return tuple(
+        expand(name, labels, s) for (name, _), s in zip(EXPERIMENT_FAMILIES, samples, strict=True)
+    )
 
-    lines: tuple[str, ...]
-    json: bytes
+
+def expand(name: str, labels: str, samples: str) -> str:
+    """A family's lines of one key, from its samples (each line without the family's name and
+    the key's labels, as `tier_samples` writes them)."""
+    if not samples:
+        return ""
+    head = f"{name}{{{labels}"
+    return head + samples[:-1].replace("\n", "\n" + head) + "\n"
+
+
+def packed(samples: tuple[str, ...]) -> tuple[str, array[int]]:
+    """A key's samples of every family as one string, and where each family's ends in it
+    (after a leading 0): a few hundred bytes a tier, where its lines, each repeating the
+    family's name and the key's labels, took about 2 KiB."""
+    ends = array("I", [0])
+    total = 0
+    for text in samples:
+        total += len(text)
+        ends.append(total)
+    return "".join(samples), ends
+
+
+class TierEntry(NamedTuple):
+    """What the worker keeps of a tier's latest aggregate: its labels and samples (`packed`),
+    and the few fields of the experiment list. The aggregate itself is read from the tier's
+    table when asked for (the query API). No pydantic model: one per tier made the garbage
+    collector's full collections long enough to stall `/healthz`."""
+
+    labels: str
+    samples: str
+    ends: array[int]
     grade: Grade
     runs: int
     capacity: int
@@ -218,26 +257,38 @@ class TierEntry(NamedTuple):
 
 
 class ExperimentEntry(NamedTuple):
-    """An experiment's latest cross-tier report: its gauge lines and its JSON as published."""
+    """An experiment's latest cross-tier report: its label and samples (`packed`)."""
 
-    lines: tuple[str, ...]
-    json: bytes
+    labels: str
+    samples: str
+    ends: array[int]
+
+
+CHUNK_ROWS: Final = 5000
+"""Keys per chunk of a family's text: `/metrics` sends a chunk before it makes the next, so
+the event loop is held for a few ms whatever the number of tiers."""
 
 
 class AggregateCollector:
-    """The latest aggregate of every tier and report of every experiment this worker owns,
-    rendered to lines when published, so that a scrape only joins them."""
+    """The samples of the latest aggregate of every tier and report of every experiment this
+    worker owns, written when published, so that a scrape only adds each family's name and
+    each key's labels to them."""
 
     def __init__(self, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS) -> None:
         self.tiers: dict[tuple[str, str], TierEntry] = {}
         self.experiments: dict[str, ExperimentEntry] = {}
         self.exported = exported
+        self.multiline: tuple[set[int], set[int]] = (set(), set())
+        """The tier and the experiment families some key has had more than one sample of (the
+        others' rows are written without looking for a second line)."""
 
-    def set_tier(self, agg: TierAggregate, raw: bytes) -> None:
-        """Keep a tier's latest aggregate (`raw`: its JSON as published)."""
+    def set_tier(self, agg: TierAggregate) -> None:
+        """Keep a tier's latest aggregate."""
+        samples = tier_samples(agg, self.exported)
+        _note_lines(samples, self.multiline[0])
         self.tiers[(agg.experiment_id, agg.tier)] = TierEntry(
-            tier_lines(agg, self.exported),
-            raw,
+            tier_labels(agg),
+            *packed(samples),
             agg.grade,
             agg.runs,
             agg.capacity,
@@ -246,9 +297,13 @@ class AggregateCollector:
             agg.drop.dropped,
         )
 
-    def set_experiment(self, report: CrossTierReport, raw: bytes) -> None:
-        """Keep an experiment's latest report (`raw`: its JSON as published)."""
-        self.experiments[report.experiment_id] = ExperimentEntry(experiment_lines(report), raw)
+    def set_experiment(self, report: CrossTierReport) -> None:
+        """Keep an experiment's latest report."""
+        samples = experiment_samples(report)
+        _note_lines(samples, self.multiline[1])
+        self.experiments[report.experiment_id] = ExperimentEntry(
+            experiment_labels(report), *packed(samples)
+        )
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         """The families (without samples), for checks of what `/metrics` can carry."""
@@ -256,12 +311,47 @@ class AggregateCollector:
             yield GaugeMetricFamily(name, doc)
 
     def render(self) -> Iterator[bytes]:
-        """The text exposition of every stored aggregate and report, a chunk per family, each
-        made when it is asked for: `/metrics` sends one before it makes the next, so the event
-        loop is never held for more than one family (a few ms for 35,000 tiers)."""
-        per_tier = [entry.lines for entry in list(self.tiers.values())]
-        per_experiment = [entry.lines for entry in list(self.experiments.values())]
-        for families, rows in ((TIER_FAMILIES, per_tier), (EXPERIMENT_FAMILIES, per_experiment)):
+        """The text exposition of every stored aggregate and report, a family at a time in
+        chunks of `CHUNK_ROWS` keys, each made when it is asked for."""
+        per_tier = [entry[:3] for entry in list(self.tiers.values())]
+        per_experiment = [entry[:3] for entry in list(self.experiments.values())]
+        for families, rows, multiline in (
+            (TIER_FAMILIES, per_tier, self.multiline[0]),
+            (EXPERIMENT_FAMILIES, per_experiment, self.multiline[1]),
+        ):
             for i, (name, doc) in enumerate(families):
-                head = f"# HELP {name} {doc}\n# TYPE {name} gauge\n"
-                yield (head + "".join([row[i] for row in rows])).encode()
+                yield f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode()
+                for first in range(0, len(rows), CHUNK_ROWS):
+                    text = family_text(name, i, rows[first : first + CHUNK_ROWS], i in multiline)
+                    if text:
+                        yield text.encode()
+
+
+def _note_lines(samples: tuple[str, ...], multiline: set[int]) -> None:
+    """Add the families of which `samples` has more than one line to `multiline`."""
+    for i, text in enumerate(samples):
+        if i not in multiline and text.count("\n") > 1:
+            multiline.add(i)
+
+
+def family_text(name: str, i: int, rows: list[tuple[str, str, array[int]]], multiline: bool) -> str:
+    """The lines of family `i` of `rows` (labels, packed samples, ends): `expand` over each
+    row, written out because it runs for every key at every scrape. About twice the cost of
+    joining ready lines, for a fifth of their memory (docs/benchmark-history.md)."""
+    start = f"{name}{{"
+    again = f"\n{start}"
+    parts: list[str] = []
+    add = parts.append
+    j = i + 1
+    if multiline:
+        for labels, samples, ends in rows:
+            begin, end = ends[i], ends[j]
+            if begin != end:
+                text = samples[begin : end - 1].replace("\n", again + labels)
+                add(start + labels + text + "\n")
+    else:
+        for labels, samples, ends in rows:
+            begin, end = ends[i], ends[j]
+            if begin != end:
+                add(start + labels + samples[begin:end])
+    return "".join(parts)

@@ -100,7 +100,12 @@ class Worker:
             sources=set(self.sources),
         )
         install_pages(self.app, self.health, exporter)
-        answers = QueryAnswers(exporter.aggregates, exporter.suites)
+        answers = QueryAnswers(
+            exporter.aggregates,
+            exporter.suites,
+            self.stages.windows.aggregate_of,
+            self.stages.cross_tier.report_of,
+        )
         QueryApi(self.app, answers, self.ready, CrossTierStage.table_name).install()
 
     async def send(

@@ -324,9 +324,9 @@ class Exporter:
             self.quarantined.labels(table=table)
             self.restoring.labels(table=table)
 
-    def set_tier(self, agg: TierAggregate, raw: bytes | None = None) -> None:
-        """Mirror a tier's latest aggregate (`raw`: its JSON as published) in its gauges."""
-        self.aggregates.set_tier(agg, raw if raw is not None else agg.model_dump_json().encode())
+    def set_tier(self, agg: TierAggregate) -> None:
+        """Mirror a tier's latest aggregate in its gauges."""
+        self.aggregates.set_tier(agg)
 
     def remove_tier(self, experiment_id: str, tier: str) -> None:
         """Drop a tier's series, its counters' too: another worker owns it now, or it retired."""
@@ -334,10 +334,9 @@ class Exporter:
         for direction in ("drop", "rise"):
             self.grade_changes.remove(experiment_id, tier, direction)
 
-    def set_experiment(self, report: CrossTierReport, raw: bytes | None = None) -> None:
+    def set_experiment(self, report: CrossTierReport) -> None:
         """Mirror an experiment's latest cross-tier report in its gauges."""
-        json = raw if raw is not None else report.model_dump_json().encode()
-        self.aggregates.set_experiment(report, json)
+        self.aggregates.set_experiment(report)
 
     def remove_experiment(self, experiment_id: str) -> None:
         """Drop an experiment's series: another worker owns it now."""
@@ -370,8 +369,9 @@ class Exporter:
             yield family
 
     def render_chunks(self) -> Iterator[bytes]:
-        """The text exposition format in chunks (the registry's, then one per aggregate family),
-        each made when asked for, for `/metrics` to send one at a time."""
+        """The text exposition format in chunks (the registry's, then the aggregates' a family,
+        or a few thousand keys of one, at a time), each made when asked for, for `/metrics` to
+        send one at a time."""
         yield generate_latest(self)
         yield from self.aggregates.render()
 

@@ -151,7 +151,7 @@ class Outputs:
         partition = partition_for(agg.experiment_id, self.settings.partitions)
         value = agg.model_dump_json().encode() if value is None else value
         await self.send(self.topics.aggregates, key, value, partition)
-        self.exporter.set_tier(agg, value)
+        self.exporter.set_tier(agg)
 
     async def retire_tier(self, experiment_id: str, tier: str) -> None:
         """A retired tier: a tombstone for its key on the aggregates topic (a compacted consumer
@@ -170,7 +170,7 @@ class Outputs:
         key = report.experiment_id.encode()
         value = report.model_dump_json().encode()
         await self.send(self.topics.cross_tier, key, value, None)
-        self.exporter.set_experiment(report, value)
+        self.exporter.set_experiment(report)
 
     async def dead_letter(
         self,

@@ -38,21 +38,26 @@ JSON: Final = "application/json"
 
 
 class QueryAnswers:
-    """The answers of one worker, from what it owns: pure lookups, no I/O."""
+    """The answers of one worker, from what it owns: the keys from its gauges, the aggregates
+    and reports read from its tables (`aggregate_of`, `report_of`), as they were published."""
 
-    def __init__(self, collector: AggregateCollector, suites: SuiteCollector) -> None:
+    def __init__(
+        self,
+        collector: AggregateCollector,
+        suites: SuiteCollector,
+        aggregate_of: Callable[[str, str], TierAggregate | None],
+        report_of: Callable[[str], CrossTierReport | None],
+    ) -> None:
         self.collector = collector
         self.suites = suites
+        self.aggregate_of = aggregate_of
+        self.report_of = report_of
 
     def tiers_of(self, experiment_id: str) -> list[TierAggregate]:
-        """An experiment's tiers on this worker, by numeric tier, read back from the JSON
-        they were published as."""
+        """An experiment's tiers on this worker, by numeric tier."""
         tiers = self.collector.tiers
-        found = [t for t in TIERS if (experiment_id, t) in tiers]
-        return [
-            TierAggregate.model_validate_json(tiers[(experiment_id, t)].json)
-            for t in sorted(found, key=tier_sort_key)
-        ]
+        found = sorted((t for t in TIERS if (experiment_id, t) in tiers), key=tier_sort_key)
+        return [a for t in found if (a := self.tier(experiment_id, t)) is not None]
 
     def summaries(self) -> list[ExperimentSummary]:
         """Every experiment this worker owns, by id."""
@@ -76,14 +81,16 @@ class QueryAnswers:
         tiers = self.tiers_of(experiment_id)
         if not tiers:
             return None
-        entry = self.collector.experiments.get(experiment_id)
-        report = None if entry is None else CrossTierReport.model_validate_json(entry.json)
+        report = (
+            self.report_of(experiment_id) if experiment_id in self.collector.experiments else None
+        )
         return ExperimentDetail(experiment_id=experiment_id, tiers=tiers, cross_tier=report)
 
     def tier(self, experiment_id: str, tier: str) -> TierAggregate | None:
         """One tier's aggregate, or None."""
-        entry = self.collector.tiers.get((experiment_id, tier))
-        return None if entry is None else TierAggregate.model_validate_json(entry.json)
+        if (experiment_id, tier) not in self.collector.tiers:
+            return None
+        return self.aggregate_of(experiment_id, tier)
 
     def suite_tiers(self, suite: str | None = None) -> list[SuiteTier]:
         """The suite tiers this worker owns (of `suite` only, when given), by suite then

@@ -34,8 +34,9 @@ def install_pages(app: faust.App, health: Health, exporter: Exporter) -> None:
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
-        # Made and sent a family at a time: a big worker's page is tens of megabytes, and the
-        # event loop (`/healthz`, the agents) runs between two families.
+        # Made and sent a chunk at a time (a family, or thousands of keys of one): a big
+        # worker's page is tens of megabytes, and the event loop (`/healthz`, the agents) runs
+        # between two chunks.
         response = StreamResponse(headers={"Content-Type": CONTENT_TYPE})
         await response.prepare(request)
         for chunk in exporter.render_chunks():

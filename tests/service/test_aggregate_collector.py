@@ -7,6 +7,15 @@ import pytest
 from schemas import CrossTierReport, TierAggregate
 from stream_app import __version__
 from stream_app.core.replay import replay_lines
+from stream_app.service import aggregate_collector
+from stream_app.service.aggregate_collector import (
+    EXPERIMENT_FAMILIES,
+    TIER_FAMILIES,
+    AggregateCollector,
+    experiment_lines,
+    tier_lines,
+)
+from stream_app.service.exported_statistics import ExportedStatistics
 from stream_app.service.exporter import Exporter
 from stream_app.service.settings import ConfigError, load_settings
 from tests.helpers import encode, make_event
@@ -176,3 +185,45 @@ def test_drop_evidence_is_absent_while_a_tier_warms_up() -> None:
         "high": agg.cumulative.pass_rate_interval.high,
     }
     assert all(labels[1:] == tier for labels in bounds)
+
+
+def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compact samples render to exactly the lines `tier_lines` and `experiment_lines`
+    write, in order, across chunk boundaries, with a family that has one sample for most keys
+    and several for a later one (two statistics of a field for one tier), and a label value
+    that needs escaping."""
+    monkeypatch.setattr(aggregate_collector, "CHUNK_ROWS", 3)
+    tiers, [report] = replayed(2)
+    exported: ExportedStatistics = {"composite_score": ("median",), "cost_usd": ("median",)}
+    collector = AggregateCollector(exported)
+    written = []
+    for e in range(4):
+        for agg in tiers:
+            named = agg.model_copy(update={"experiment_id": f'e"{e}\\\n'})
+            collector.set_tier(named)
+            written.append(tier_lines(named, exported))
+    collector.exported = {"composite_score": ("median", "max"), "cost_usd": ("median",)}
+    wider = tiers[0].model_copy(update={"experiment_id": "last"})
+    collector.set_tier(wider)
+    written.append(tier_lines(wider, collector.exported))
+    for e in range(5):
+        named_report = report.model_copy(update={"experiment_id": f"x{e}"})
+        collector.set_experiment(named_report)
+    page = b"".join(collector.render()).decode()
+    expected = "".join(
+        f"# HELP {name} {doc}\n# TYPE {name} gauge\n" + "".join(lines[i] for lines in written)
+        for i, (name, doc) in enumerate(TIER_FAMILIES)
+    )
+    assert page.startswith(expected)
+    assert (
+        page.count('evalstream_tier_composite_score{experiment="last",tier="T0",stat="max"}') == 1
+    )
+    reports = [
+        experiment_lines(report.model_copy(update={"experiment_id": f"x{e}"})) for e in range(5)
+    ]
+    assert page[len(expected) :] == "".join(
+        f"# HELP {name} {doc}\n# TYPE {name} gauge\n" + "".join(lines[i] for lines in reports)
+        for i, (name, doc) in enumerate(EXPERIMENT_FAMILIES)
+    )

@@ -14,15 +14,25 @@ SAMPLE = SAMPLE_FILE.read_bytes().splitlines()
 
 
 def published() -> tuple[QueryAnswers, Exporter, ReplayReport]:
+    """Answers over an exporter that mirrors `replay`'s outputs, the tables standing in as
+    dicts of what was published (the worker's reads of them: tests/integration/test_query_api)."""
     report = replay_lines(SAMPLE, load_settings())
     exporter = Exporter(__version__)
     for agg in report.tiers:
-        exporter.set_tier(agg, agg.model_dump_json().encode())
+        exporter.set_tier(agg)
     for cross in report.cross_tier:
-        exporter.set_experiment(cross, cross.model_dump_json().encode())
+        exporter.set_experiment(cross)
     for suite in report.suites:
         exporter.set_suite(suite, suite.model_dump_json().encode())
-    return QueryAnswers(exporter.aggregates, exporter.suites), exporter, report
+    aggregates = {(a.experiment_id, a.tier): a for a in report.tiers}
+    reports = {c.experiment_id: c for c in report.cross_tier}
+    answers = QueryAnswers(
+        exporter.aggregates,
+        exporter.suites,
+        lambda experiment, tier: aggregates.get((experiment, tier)),
+        reports.get,
+    )
+    return answers, exporter, report
 
 
 def test_an_experiment_is_answered_exactly_as_published() -> None:
@@ -50,8 +60,11 @@ def test_the_list_summarises_every_experiment_by_id_and_numeric_tier() -> None:
             (a.tier, a.grade, a.runs) for a in tiers
         ]
         assert s.last_update == max(a.latest_completed_at for a in tiers)
-    exporter.remove_tier(summaries[0].experiment_id, summaries[0].tiers[0].tier)
-    assert len(answers.summaries()[0].tiers) == len(summaries[0].tiers) - 1
+    first = summaries[0]
+    exporter.remove_tier(first.experiment_id, first.tiers[0].tier)
+    assert len(answers.summaries()[0].tiers) == len(first.tiers) - 1
+    assert answers.tier(first.experiment_id, first.tiers[0].tier) is None  # not this worker's
+    assert first.tiers[0].tier not in [t.tier for t in answers.tiers_of(first.experiment_id)]
 
 
 def test_suite_tiers_are_answered_as_published_by_suite_then_numeric_tier() -> None:

@@ -7,11 +7,13 @@ from typing import Any, cast
 
 import pytest
 
+from schemas.aggregates import TierAggregate
 from schemas.run_bundle import bundle_runs
 from stream_app.core.keys import tier_key
 from stream_app.core.replay import replay_lines
 from stream_app.core.tier_state import TierState
 from stream_app.core.window import to_epoch_us
+from stream_app.service.aggregate_collector import AggregateCollector
 from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES, Settings
@@ -570,8 +572,14 @@ async def test_a_restart_restores_the_gauges_from_the_stored_aggregates_as_they_
     again, again_sends = restarted(stage, table)
     assert await recover(again, {0, 1, 2, 3}) == len(keys)
     assert again_sends.sent == []  # nothing derived, nothing re-published
-    restored = {tier_key(*k).encode(): e.json for k, e in again.exporter.aggregates.tiers.items()}
-    assert restored == before  # byte for byte, the latest of each key
+    owned = list(again.exporter.aggregates.tiers)
+    restored = {tier_key(*k).encode(): again.aggregate_of(*k) for k in owned}
+    assert {k: a.model_dump_json().encode() for k, a in restored.items() if a} == before
+    fresh = AggregateCollector()  # the gauges of the latest of each key, byte for byte
+    for raw in before.values():
+        assert raw is not None
+        fresh.set_tier(TierAggregate.model_validate_json(raw))
+    assert again.exporter.aggregates.tiers == fresh.tiers
     gauges = samples(again.exporter)
     assert gauges[("evalstream_tier_window_runs", (("experiment", "e1"), ("tier", "T1")))] == 2
 

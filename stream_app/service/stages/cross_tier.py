@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from schemas.aggregates import TierAggregate
+from schemas.cross_tier import CrossTierReport
 from stream_app.core.experiment_state import (
     ExperimentTiers,
     experiment_from_json,
@@ -92,11 +93,24 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         """A stored experiment's gauges, from its report made again (an empty one has none)."""
         state = self.load(key, raw)
         if state:
-            settings = self.settings
-            report = cross_tier_report(
-                key, state, settings.baseline_tier, settings.interval_confidence
-            )
-            self.exporter.set_experiment(report)
+            self.exporter.set_experiment(self.report(key, state))
+
+    def report(self, experiment_id: str, state: ExperimentTiers) -> CrossTierReport:
+        """An experiment's report, made from its state as the batch that stored it made it."""
+        settings = self.settings
+        return cross_tier_report(
+            experiment_id, state, settings.baseline_tier, settings.interval_confidence
+        )
+
+    def report_of(self, experiment_id: str) -> CrossTierReport | None:
+        """An experiment's latest report, as published, made again from its table record
+        (the query API's answer); None when it has none or its state does not load."""
+        raw = self.table.get(experiment_id.encode())
+        try:
+            state = None if raw is None else self.load(experiment_id, raw)
+        except Exception:  # quarantined by the next batch or restoration that reads it
+            return None
+        return self.report(experiment_id, state) if state else None
 
     async def retract(self, key: str) -> None:
         """A quarantined experiment state: its report's key gets a tombstone, its gauges go."""

@@ -277,6 +277,22 @@ class WindowsStage(HopStage[TierState]):
             return None, None, None
         return aggregate, value, touched
 
+    def aggregate_of(self, experiment_id: str, tier: str) -> TierAggregate | None:
+        """A tier's latest aggregate, as published, read from its table record (the query
+        API's answer): the one stored with its state, else made again from the state (a record
+        too large to carry both); None when there is none or it does not load."""
+        key = tier_key(experiment_id, tier)
+        raw = self.table.get(key.encode())
+        if raw is None:
+            return None
+        aggregate = self._stored(key, raw)[0]
+        if aggregate is not None:
+            return aggregate
+        try:
+            return self.load(key, raw).aggregate(self.settings)
+        except Exception:  # quarantined by the next batch or restoration that reads it
+            return None
+
     async def restore(self, key: bytes, raw: bytes) -> None:
         """A stored tier's gauges from the aggregate stored with it, as published, if this
         worker's format and settings made it, it reads back to the same bytes, names its tier,
@@ -297,7 +313,7 @@ class WindowsStage(HopStage[TierState]):
             await self.publish(aggregate, value)  # its gauges too
             await self.table.put(key, self.stored(state, value))
         else:
-            self.exporter.set_tier(aggregate, value)
+            self.exporter.set_tier(aggregate)
         self.idle.touch(aggregate.experiment_id, touched or to_epoch_us(datetime.now(UTC)))
 
     async def restore_gauges(self, partitions: set[int], generation: int) -> int:
