@@ -5,17 +5,50 @@ split as users write it (the broker URL's servers and every command's address op
 from __future__ import annotations
 
 import ipaddress
+import random
 import re
 import socket
+from pathlib import Path
 from typing import Final
+
+EPHEMERAL_PORTS: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT: Final = 10_000
+"""The lowest port `free_port` picks: above the ports services usually own."""
+_PICK: Final = random.SystemRandom()
+"""`free_port`'s choice, which no test's seeding of `random` makes the same in two processes."""
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel hands out as the local end of outgoing connections (and for a
+    bind to port 0): Linux's range, or its default where it cannot be read."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_PORTS.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now, so processes we start on loopback do not collide."""
-    with socket.socket() as sock:
+    """A port nothing listens on now, so processes we start on loopback do not collide: one
+    below the ephemeral range, picked at random. A port a bind to port 0 gives is in that range,
+    where any outgoing connection may take it before the server we start binds it (seen under a
+    loaded test run: Alertmanager's "bind: address already in use"). Where the range leaves no
+    room below it, a bind to port 0 it is."""
+    ephemeral = ephemeral_ports()
+    if ephemeral.start - LOWEST_PORT >= 1000:
+        for _ in range(100):
+            port = _PICK.randrange(LOWEST_PORT, ephemeral.start)
+            if cannot_listen(host, port) is None:
+                return port
+    with socket.socket(_family(host)) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        bound: int = sock.getsockname()[1]
+        return bound
+
+
+def _family(host: str) -> socket.AddressFamily:
+    """The address family of a numeric host (IPv6 when it has a colon)."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def port_open(host: str, port: int) -> bool:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
+from stream_app import ports
 from stream_app.ports import cannot_listen, split_host_port
 
 
@@ -72,3 +74,33 @@ def test_host_port(text: str, expected: tuple[str, int]) -> None:
 def test_not_host_port(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         split_host_port(text)
+
+
+def test_a_free_port_is_below_the_ephemeral_range_and_can_be_listened_on() -> None:
+    """Outgoing connections take their local ports from the ephemeral range, so a port picked
+    there may be taken before the server binds it; one below it is not."""
+    ephemeral = ports.ephemeral_ports()
+    assert ephemeral.start - ports.LOWEST_PORT >= 1000  # Linux's default leaves the room
+    picked = {ports.free_port() for _ in range(20)}
+    assert all(ports.LOWEST_PORT <= port < ephemeral.start for port in picked)
+    assert len(picked) > 1  # at random, not the first free one
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", picked.pop()))
+        server.listen()
+
+
+def test_without_room_below_the_ephemeral_range_the_kernel_picks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel = ports.ephemeral_ports()
+    wide = tmp_path / "ip_local_port_range"
+    wide.write_text("1024\t65535\n")
+    monkeypatch.setattr(ports, "EPHEMERAL_PORTS", wide)
+    assert ports.ephemeral_ports() == range(1024, 65536)
+    port = ports.free_port()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", port))
+    monkeypatch.setattr(ports, "EPHEMERAL_PORTS", tmp_path / "missing")
+    assert ports.ephemeral_ports() == range(32768, 61000)  # Linux's default
+    monkeypatch.setattr(ports, "cannot_listen", lambda host, port: OSError("taken"))
+    assert ports.free_port() in kernel  # every pick taken: the kernel's
