@@ -74,6 +74,7 @@ from stream_app.core.window import WindowEntry  # noqa: E402
 from stream_app.ports import free_port  # noqa: E402
 from stream_app.processes import stop_process, stop_signals  # noqa: E402
 from stream_app.processes.worker_process import WorkerProcess  # noqa: E402
+from stream_app.service.heap import TRIM_INTERVAL_S  # noqa: E402
 from stream_app.service.high_watermarks import fetch_high_watermarks  # noqa: E402
 from stream_app.service.kafka_client import (  # noqa: E402
     client_kwargs,
@@ -639,7 +640,9 @@ def recovery_figures(
         rss_ready, _ = first.rss_mib()
         asyncio.run(produce(settings, lines, progress=None, create_topics=True))
         first.wait_committed(hop_sources(settings))
-        time.sleep(5)  # the last batches' tables written, the collector's garbage gone
+        # The last batches' tables written, the collector's garbage gone, and the freed memory
+        # given back by the worker's periodic heap trim (`stream_app/service/heap.py`).
+        time.sleep(TRIM_INTERVAL_S + 5)
         rss_held, _ = first.rss_mib()
     except BaseException:
         first.stop(timeout=30)

@@ -28,6 +28,7 @@ from stream_app.service.changelog_table import ChangelogTable, local_store
 from stream_app.service.exporter import Exporter
 from stream_app.service.faust_app import EvalstreamApp, faust_app
 from stream_app.service.faust_transport import Consumer
+from stream_app.service.heap import TRIM_INTERVAL_S, trim_heap
 from stream_app.service.outputs import Outputs
 from stream_app.service.query_api import QueryAnswers, QueryApi
 from stream_app.service.settings import Settings
@@ -245,7 +246,7 @@ def install_timers(
     health: Health,
     sources: set[str],
 ) -> None:
-    """The worker's periodic work: the consumer-lag gauge, and retirement."""
+    """The worker's periodic work: the consumer-lag gauge, retirement, and the heap's trim."""
 
     @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
     async def export_consumer_lag() -> None:
@@ -264,6 +265,11 @@ def install_timers(
             stop_fatally("retirement", exc)
         if retired:
             log.info("retired %d idle experiments, e.g. %s", len(retired), retired[0])
+
+    @app.timer(interval=TRIM_INTERVAL_S)  # type: ignore[untyped-decorator]
+    async def give_back_freed_memory() -> None:
+        """Return the pages freed since to the system, on a thread (the event loop goes on)."""
+        await asyncio.get_running_loop().run_in_executor(None, trim_heap)
 
 
 def lag_of(app: faust.App, source: str, upstream: set[str], backlog: int) -> Waiting:
