@@ -637,6 +637,7 @@ def recovery_figures(
     first = Worker(broker, workdir, settings)
     try:
         first.wait_ready(timeout=300)
+        time.sleep(TRIM_INTERVAL_S + 5)  # a trim of the heap since, as below
         rss_ready, _ = first.rss_mib()
         asyncio.run(produce(settings, lines, progress=None, create_topics=True))
         first.wait_committed(hop_sources(settings))

@@ -80,7 +80,8 @@ def test_a_free_port_is_below_the_ephemeral_range_and_can_be_listened_on() -> No
     """Outgoing connections take their local ports from the ephemeral range, so a port picked
     there may be taken before the server binds it; one below it is not."""
     ephemeral = ports.ephemeral_ports()
-    assert ephemeral.start - ports.LOWEST_PORT >= 1000  # Linux's default leaves the room
+    if ephemeral.start - ports.LOWEST_PORT < 1000:  # Linux's default leaves the room
+        pytest.skip(f"this host's ephemeral range {ephemeral} leaves no room below it")
     picked = {ports.free_port() for _ in range(20)}
     assert all(ports.LOWEST_PORT <= port < ephemeral.start for port in picked)
     assert len(picked) > 1  # at random, not the first free one

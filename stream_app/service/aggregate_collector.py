@@ -9,7 +9,6 @@ of tiers), nor a render on a thread (docs/operations.md, 'Scrapes that never sta
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Final, NamedTuple
@@ -227,16 +226,15 @@ def expand(name: str, labels: str, samples: str) -> str:
     return head + samples[:-1].replace("\n", "\n" + head) + "\n"
 
 
-def packed(samples: tuple[str, ...]) -> tuple[str, array[int]]:
+def packed(samples: tuple[str, ...]) -> tuple[str, str]:
     """A key's samples of every family as one string, and where each family's ends in it
-    (after a leading 0): a few hundred bytes a tier, where its lines, each repeating the
-    family's name and the key's labels, took about 2 KiB."""
-    ends = array("I", [0])
-    total = 0
+    (after a leading 0), each offset a character (`chr`): a few hundred bytes a tier, where its
+    lines, each repeating the family's name and the key's labels, took about 2 KiB. Strings,
+    not an array, which the garbage collector would track."""
+    ends = [0]
     for text in samples:
-        total += len(text)
-        ends.append(total)
-    return "".join(samples), ends
+        ends.append(ends[-1] + len(text))
+    return "".join(samples), "".join(map(chr, ends))
 
 
 class TierEntry(NamedTuple):
@@ -247,7 +245,7 @@ class TierEntry(NamedTuple):
 
     labels: str
     samples: str
-    ends: array[int]
+    ends: str
     grade: Grade
     runs: int
     capacity: int
@@ -261,7 +259,11 @@ class ExperimentEntry(NamedTuple):
 
     labels: str
     samples: str
-    ends: array[int]
+    ends: str
+
+
+Row = TierEntry | ExperimentEntry
+"""A key's entry: its labels, packed samples and their ends first."""
 
 
 CHUNK_ROWS: Final = 5000
@@ -313,8 +315,8 @@ class AggregateCollector:
     def render(self) -> Iterator[bytes]:
         """The text exposition of every stored aggregate and report, a family at a time in
         chunks of `CHUNK_ROWS` keys, each made when it is asked for."""
-        per_tier = [entry[:3] for entry in list(self.tiers.values())]
-        per_experiment = [entry[:3] for entry in list(self.experiments.values())]
+        per_tier: list[Row] = list(self.tiers.values())
+        per_experiment: list[Row] = list(self.experiments.values())
         for families, rows, multiline in (
             (TIER_FAMILIES, per_tier, self.multiline[0]),
             (EXPERIMENT_FAMILIES, per_experiment, self.multiline[1]),
@@ -334,24 +336,26 @@ def _note_lines(samples: tuple[str, ...], multiline: set[int]) -> None:
             multiline.add(i)
 
 
-def family_text(name: str, i: int, rows: list[tuple[str, str, array[int]]], multiline: bool) -> str:
-    """The lines of family `i` of `rows` (labels, packed samples, ends): `expand` over each
-    row, written out because it runs for every key at every scrape. About twice the cost of
-    joining ready lines, for a fifth of their memory (docs/benchmark-history.md)."""
+def family_text(name: str, i: int, rows: list[Row], multiline: bool) -> str:
+    """The lines of family `i` of `rows`: `expand` over each row, written out because it runs
+    for every key at every scrape. About twice the cost of joining ready lines, for a fifth of
+    the memory of those lines and the JSON kept beside them (docs/benchmark-history.md)."""
     start = f"{name}{{"
     again = f"\n{start}"
     parts: list[str] = []
     add = parts.append
     j = i + 1
     if multiline:
-        for labels, samples, ends in rows:
-            begin, end = ends[i], ends[j]
+        for row in rows:
+            ends = row[2]
+            begin, end = ord(ends[i]), ord(ends[j])
             if begin != end:
-                text = samples[begin : end - 1].replace("\n", again + labels)
-                add(start + labels + text + "\n")
+                text = row[1][begin : end - 1].replace("\n", again + row[0])
+                add(start + row[0] + text + "\n")
     else:
-        for labels, samples, ends in rows:
-            begin, end = ends[i], ends[j]
+        for row in rows:
+            ends = row[2]
+            begin, end = ord(ends[i]), ord(ends[j])
             if begin != end:
-                add(start + labels + samples[begin:end])
+                add(start + row[0] + row[1][begin:end])
     return "".join(parts)

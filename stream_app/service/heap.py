@@ -11,8 +11,7 @@ from functools import cache
 from typing import Final
 
 TRIM_INTERVAL_S: Final = 30.0
-"""How often the worker trims its heap: a trim of a few hundred MiB takes tens of ms, on a
-thread of its own (`app.install_timers`)."""
+"""How often the worker trims its heap, on a thread of its own (`app.install_timers`)."""
 
 
 @cache
@@ -20,7 +19,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
     """The C library's `malloc_trim` (glibc's), or None where it has none (musl, macOS)."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # TypeError: Windows has no CDLL(None)
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int

@@ -56,6 +56,21 @@ async def test_reports_equal_replay_and_each_experiment_is_written_once_per_batc
     )
 
 
+async def test_the_query_api_reads_each_report_as_published() -> None:
+    """`report_of`: every experiment's report made again from its stored state equals the one
+    published; None for an experiment with none, or a state that does not load."""
+    stage, table, sends = make_stage()
+    report = await fed_the_sample(stage)
+    sent = {r["experiment_id"]: r for r in sends.to(stage.settings.topics.cross_tier)}
+    for cross in report.cross_tier:
+        again = stage.report_of(cross.experiment_id)
+        assert again is not None
+        assert again.model_dump(mode="json") == sent[cross.experiment_id]
+    assert stage.report_of("nope") is None
+    table[report.cross_tier[0].experiment_id.encode()] = b"{not json"
+    assert stage.report_of(report.cross_tier[0].experiment_id) is None
+
+
 def gauged(stage: CrossTierStage) -> set[str]:
     return {
         dict(labels)["experiment"]

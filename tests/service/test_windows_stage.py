@@ -649,6 +649,29 @@ async def test_a_stored_aggregate_is_trusted_only_in_a_sound_record(
     assert await again.retire_idle(now_us()) == []  # T0 counts as touched at recovery
 
 
+async def test_the_query_api_reads_a_tier_as_published_whatever_its_record_holds() -> None:
+    """`aggregate_of`: the aggregate stored with the state, byte for byte; one made again from
+    a state stored alone (too large to carry both); None for no record or one that does not
+    load."""
+    stage, sends, table = stage_with()
+    config = stage.settings
+    await stage.handle(forwarded(config, run(1), run(2), run(1, tier="T2")))
+    before = published(sends, config)
+
+    def read(tier: str) -> bytes | None:
+        aggregate = stage.aggregate_of("exp", tier)
+        return None if aggregate is None else aggregate.model_dump_json().encode()
+
+    assert read("T1") == before[b"exp/T1"]
+    alone = json.loads(table[b"exp/T2"])
+    del alone["agg"], alone["made"]
+    table[b"exp/T2"] = json.dumps(alone).encode()
+    assert read("T2") == before[b"exp/T2"]
+    table[b"exp/T1"] = b"{not json"
+    assert read("T1") is None
+    assert read("T9") is None
+
+
 def test_a_state_stored_with_its_aggregate_fits_the_broker_or_goes_alone() -> None:
     stage, _, _ = stage_with()
     state = TierState.empty("exp", "T1", stage.settings.window_size)

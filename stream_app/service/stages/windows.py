@@ -289,9 +289,10 @@ class WindowsStage(HopStage[TierState]):
         if aggregate is not None:
             return aggregate
         try:
-            return self.load(key, raw).aggregate(self.settings)
+            self.load(key, raw)  # checked by aggregating it
         except Exception:  # quarantined by the next batch or restoration that reads it
             return None
+        return self.checked[1]
 
     async def restore(self, key: bytes, raw: bytes) -> None:
         """A stored tier's gauges from the aggregate stored with it, as published, if this
