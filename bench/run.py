@@ -627,7 +627,8 @@ def recovery_figures(
     run produced just after the kill (emitting again). `static`: both with the same
     `group_instance_id`, so that the new one need not wait out the dead one's session.
     `empty_disk`: the new one starts without the old one's data directory (a new node). Also
-    the first worker's resident memory when ready and once it holds the tiers."""
+    the first worker's resident memory when ready and once it holds the tiers, each read once
+    the worker's periodic heap trim has run since (`stream_app/service/heap.py`)."""
     name = f"bench-recovery-{tiers}" + ("-static" if static else "") + ("-empty" * empty_disk)
     settings = worker_settings(broker, name, input_topic=f"{name}-input")
     if static:
