@@ -2,9 +2,9 @@
 
 A publish writes the aggregate's own samples, compactly (`packed`); a scrape adds the family's
 name and each key's labels to them, a chunk of keys at a time (`web.py`), from a snapshot of
-each dict taken when it starts. Not prometheus_client's
-labelled gauges (a dictionary walk per sample to set and again to render: too slow for thousands
-of tiers), nor a render on a thread (docs/operations.md, 'Scrapes that never stall')."""
+each dict taken when it starts. Not prometheus_client's labelled gauges (a dictionary walk per
+sample to set and again to render: too slow for thousands of tiers), nor a render on a thread
+(docs/operations.md, 'Scrapes that never stall')."""
 
 from __future__ import annotations
 
