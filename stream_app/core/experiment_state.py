@@ -87,11 +87,13 @@ def fold_aggregates(
     load: Callable[[str], ExperimentTiers | None],
     baseline_tier: str,
     confidence: float = 0.95,
+    fresh: Callable[[str], ExperimentTiers] = lambda _: {},
 ) -> FoldedBatch[str, ExperimentTiers, None, CrossTierReport | None]:
     """A batch of tier aggregates (experiment, (tier, figures)) into their experiments, each
     changed experiment reported once; an exception costs only the aggregate that raised it.
     Figures of None remove the tier (it retired); an experiment left with no tier has no
-    report (None): it retired."""
+    report (None): it retired. An experiment without a state, or whose state does not load,
+    starts from `fresh`'s."""
 
     def set_tier(tiers: ExperimentTiers, item: tuple[str, TierFigures | None]) -> tuple[bool, None]:
         tier, medians = item
@@ -105,4 +107,4 @@ def fold_aggregates(
             return None
         return cross_tier_report(experiment_id, tiers, baseline_tier, confidence)
 
-    return KeyedFold(load, lambda _: {}, dict, set_tier, report).run(aggregates)
+    return KeyedFold(load, fresh, dict, set_tier, report).run(aggregates)

@@ -309,3 +309,41 @@ async def test_a_crash_between_the_two_tables_writes_folds_the_same_figures_agai
     for aggregate in expected.tiers:  # and the states hold every tier's latest figures
         figures.setdefault(aggregate.experiment_id, {})[aggregate.tier] = TierFigures.of(aggregate)
     assert {k.decode(): reports.load(k.decode(), v) for k, v in kept_experiments.items()} == figures
+
+
+async def test_a_quarantined_experiment_is_made_again_from_its_tiers_in_the_windows_table() -> None:
+    """An experiment state that does not load, met by a batch that touches one of its tiers or
+    by a restoration: its report covers every tier the windows table holds, as `replay`'s does,
+    not only the tiers of the batch."""
+    windows, tiers, experiments, sends, _ = windows_hop()
+    config = windows.settings
+    await windows.handle(sample_runs(config))
+    experiment = json.loads(SAMPLE[0])["experiment_id"]
+    new_run = {
+        **json.loads(SAMPLE[0]),
+        "run_id": f"{experiment}/T0/new/run_01",
+        "completed_at": "2027-01-01T00:00:00Z",  # after every run of the sample
+    }
+    lines = [*SAMPLE, json.dumps(new_run).encode()]
+    expected = next(
+        r for r in replay_lines(lines, config).cross_tier if r.experiment_id == experiment
+    )
+    assert len(expected.tiers) > 1
+    experiments[experiment.encode()] = b'{"T0": "nope"}'
+    assert windows.reports is not None
+    windows.reports.drop_cache()
+    sends.sent.clear()
+    await windows.handle(forwarded(config, new_run))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "state_error"
+    [report] = sends.to(config.topics.cross_tier)
+    assert report == expected.model_dump(mode="json")
+
+    experiments[experiment.encode()] = b'{"T0": "nope"}'  # and met by a restoration
+    config2, sends2, exporter2, outputs2 = wiring()
+    reports2 = CrossTierStage(experiments, CHANGELOG, config2, outputs2, exporter2)
+    windows2 = WindowsStage(tiers, "tier-windows-changelog", config2, outputs2, exporter2)
+    windows2.feed(reports2)
+    await recover(reports2, set(range(4)))
+    [again] = sends2.to(config2.topics.cross_tier)
+    assert again == report

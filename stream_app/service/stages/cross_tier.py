@@ -4,8 +4,8 @@ record them are written, which are written before the windows' own (`topology.Ho
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from schemas.aggregates import TierAggregate
 from schemas.cross_tier import CrossTierReport
@@ -50,6 +50,12 @@ class CrossTierStage(TableStage[ExperimentTiers]):
     name = "cross_tier"
     table_name = "experiment-tiers"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stored_figures: Callable[[str], ExperimentTiers] = lambda _: {}
+        """An experiment's tiers as the windows table holds them (set by the windows stage
+        this stage runs inside): what a state that does not load is made again from."""
+
     @classmethod
     def partition_key_of(cls, key: str) -> str:
         """The key is the experiment."""
@@ -66,8 +72,26 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             return
         items = [(p.experiment_id, (p.tier, p.figures)) for p in published]
         settings = self.settings
+        unreadable: set[str] = set()
+        rebuilt: dict[str, ExperimentTiers] = {}
+
+        def load(experiment_id: str) -> ExperimentTiers | None:
+            try:
+                return self.cached(experiment_id)
+            except Exception:
+                unreadable.add(experiment_id)
+                raise
+
+        def fresh(experiment_id: str) -> ExperimentTiers:
+            """A new experiment's empty state; a quarantined one's made again from its tiers
+            in the windows table, as `replay` holds it (this batch's aggregates then fold in)."""
+            if experiment_id not in unreadable:
+                return {}
+            rebuilt[experiment_id] = self.stored_figures(experiment_id)
+            return rebuilt[experiment_id]
+
         folded = fold_aggregates(
-            items, self.cached, settings.baseline_tier, settings.interval_confidence
+            items, load, settings.baseline_tier, settings.interval_confidence, fresh
         )
 
         def source(index: int) -> Record:
@@ -77,6 +101,10 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             return Record(settings.topics.aggregates, partition, None, key, p.value)
 
         await self.settle(folded, source)
+        for experiment_id, tiers in rebuilt.items():  # unchanged by the batch: stored as made
+            if tiers and experiment_id not in folded.states:
+                folded.states[experiment_id] = tiers
+                folded.results[experiment_id] = self.report(experiment_id, tiers)
         for experiment_id, tiers in folded.states.items():
             key = experiment_id.encode()
             report = folded.results[experiment_id]
@@ -88,6 +116,20 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             await self.table.put(key, experiment_to_json(tiers))
             self.cache[key] = tiers
             await self.outputs.report(report)
+
+    async def restore(self, key: bytes, raw: bytes) -> None:
+        """A stored experiment's gauges; a state that cannot be loaded is quarantined, then
+        made again from its tiers in the windows table and reported."""
+        try:
+            self.restore_state(key.decode(), raw)
+        except Exception as exc:
+            await self.quarantine(key, exc)
+            experiment_id = key.decode()
+            tiers = self.stored_figures(experiment_id)
+            if tiers:
+                await self.table.put(key, experiment_to_json(tiers))
+                self.cache[key] = tiers
+                await self.outputs.report(self.report(experiment_id, tiers))
 
     def restore_state(self, key: str, raw: bytes) -> None:
         """A stored experiment's gauges, from its report made again (an empty one has none)."""

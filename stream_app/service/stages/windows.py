@@ -31,6 +31,7 @@ from stream_app.core.tier_state import (
     touched_of,
 )
 from stream_app.core.window import AddOutcome, WindowEntry, to_epoch_us
+from stream_app.metrics.cross_tier import TierFigures
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.settings import MESSAGE_OVERHEAD_BYTES
@@ -94,6 +95,7 @@ class WindowsStage(HopStage[TierState]):
         same batch, under the same lock (its writes share this stage's outputs)."""
         self.reports = reports
         self.lock = reports.lock
+        reports.stored_figures = self.figures_of
 
     async def publish(self, aggregate: TierAggregate, value: bytes) -> None:
         """Send a tier's aggregate (its gauges too), for the reports stage to fold."""
@@ -293,6 +295,18 @@ class WindowsStage(HopStage[TierState]):
         except Exception:  # quarantined by the next batch or restoration that reads it
             return None
         return self.checked[1]
+
+    def figures_of(self, experiment_id: str) -> dict[str, TierFigures]:
+        """What the cross-tier report needs of each of an experiment's stored tiers, from the
+        aggregates as published (`aggregate_of`): what a quarantined experiment state is made
+        again from."""
+        figures: dict[str, TierFigures] = {}
+        for key, _ in self._stored_tiers(experiment_id):
+            tier = split_tier_key(key.decode())[1]
+            aggregate = self.aggregate_of(experiment_id, tier)
+            if aggregate is not None:
+                figures[tier] = TierFigures.of(aggregate)
+        return figures
 
     async def restore(self, key: bytes, raw: bytes) -> None:
         """A stored tier's gauges from the aggregate stored with it, as published, if this
