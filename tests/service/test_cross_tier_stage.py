@@ -339,6 +339,14 @@ async def test_a_quarantined_experiment_is_made_again_from_its_tiers_in_the_wind
     [report] = sends.to(config.topics.cross_tier)
     assert report == expected.model_dump(mode="json")
 
+    stored = experiments[experiment.encode()]
+    experiments[experiment.encode()] = b'{"T0": "nope"}'  # met by a batch that changes nothing
+    windows.reports.drop_cache()
+    sends.sent.clear()
+    await fold(windows.reports, [Published.tombstone(experiment, "T99")])
+    assert sends.to(config.topics.cross_tier)[-1] == report
+    assert experiments[experiment.encode()] == stored
+
     experiments[experiment.encode()] = b'{"T0": "nope"}'  # and met by a restoration
     config2, sends2, exporter2, outputs2 = wiring()
     reports2 = CrossTierStage(experiments, CHANGELOG, config2, outputs2, exporter2)
