@@ -355,3 +355,20 @@ async def test_a_quarantined_experiment_is_made_again_from_its_tiers_in_the_wind
     await recover(reports2, set(range(4)))
     [again] = sends2.to(config2.topics.cross_tier)
     assert again == report
+
+
+async def test_a_quarantined_experiment_met_only_by_an_aggregate_it_cannot_take() -> None:
+    """The aggregate is its own dead letter; the experiment is made again from its stored tiers
+    without it, rather than the batch failing on it at every redelivery."""
+    stage, table, sends = make_stage()
+    config = stage.settings
+    report = replay_lines(SAMPLE, config)
+    experiment = report.cross_tier[0].experiment_id
+    figures = {a.tier: TierFigures.of(a) for a in report.tiers if a.experiment_id == experiment}
+    stage.stored_figures = lambda e: dict(figures) if e == experiment else {}
+    table[experiment.encode()] = b'{"T0": "nope"}'
+    bad = Published(experiment, "no-tier", TierFigures(0.5, 0.5, 0.5, None, 1, 1, 0.5), b"{}")
+    await fold(stage, [bad])
+    reasons = sorted(letter["reason"] for letter in sends.to(config.topics.dead_letter))
+    assert reasons == ["processing_error", "state_error"]
+    assert sends.to(config.topics.cross_tier)[-1] == report.cross_tier[0].model_dump(mode="json")

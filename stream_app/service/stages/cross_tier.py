@@ -88,7 +88,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             if experiment_id not in unreadable:
                 return {}
             rebuilt[experiment_id] = self.stored_figures(experiment_id)
-            return rebuilt[experiment_id]
+            return dict(rebuilt[experiment_id])  # the fold's own: a failed step stays out
 
         folded = fold_aggregates(
             items, load, settings.baseline_tier, settings.interval_confidence, fresh
@@ -101,7 +101,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             return Record(settings.topics.aggregates, partition, None, key, p.value)
 
         await self.settle(folded, source)
-        for experiment_id, tiers in rebuilt.items():  # unchanged by the batch: stored as made
+        for experiment_id, tiers in rebuilt.items():  # none of the batch's taken: as made
             if tiers and experiment_id not in folded.states:
                 folded.states[experiment_id] = tiers
                 folded.results[experiment_id] = self.report(experiment_id, tiers)
