@@ -40,15 +40,9 @@ def free_port(host: str = "127.0.0.1") -> int:
             port = _PICK.randrange(LOWEST_PORT, ephemeral.start)
             if cannot_listen(host, port) is None:
                 return port
-    with socket.socket(_family(host)) as sock:
-        sock.bind((host, 0))
+    with _bound(host, 0) as sock:
         bound: int = sock.getsockname()[1]
         return bound
-
-
-def _family(host: str) -> socket.AddressFamily:
-    """The address family of a numeric host (IPv6 when it has a colon)."""
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def port_open(host: str, port: int) -> bool:
@@ -63,19 +57,27 @@ def port_open(host: str, port: int) -> bool:
 def cannot_listen(host: str, port: int) -> OSError | None:
     """Why a server could not listen on `host:port` now (the error of a trial bind), or None when
     it could: checked before starting one, so that a taken port is one line, not its traceback."""
-    try:  # the address family of `host`: an IPv6 address binds an IPv6 socket
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+    try:
+        with _bound(host, port):
+            return None
     except OSError as exc:
         return exc
-    with socket.socket(family, kind, proto) as sock:
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port` as a server binds it, of the address family of `host`
+    (an IPv6 address binds an IPv6 socket). Raises OSError where it cannot be."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(address)
-        except OSError as exc:
-            return exc
-    return None
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def local_url(bind: str | None, port: int) -> str:

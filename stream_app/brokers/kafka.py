@@ -192,25 +192,23 @@ class ApacheKafka(LoopbackBroker):
         """The JVM's archive of the classes the broker loads (`class_archive`)."""
         return class_archive(self.home)
 
-    def _archive_options(self) -> list[str]:
+    def _archive_options(self, server: bool) -> list[str]:
+        """Read the class archive if there is one; else have the server write it at exit (a
+        tool's would hold the tool's few classes, in the file the server writes)."""
         if self.class_archive.exists():
             return [f"-XX:SharedArchiveFile={self.class_archive}", "-Xshare:auto"]
-        return [f"-XX:ArchiveClassesAtExit={self.class_archive}.{os.getpid()}"]
+        return [f"-XX:ArchiveClassesAtExit={self.class_archive}.{os.getpid()}"] if server else []
 
     def _keep_archive(self, complete: bool) -> None:
         """Move the archive this process had the JVM write into place (`keep_archive`)."""
         keep_archive(self.home, os.getpid(), complete)
 
     def _java(self, main: str, *args: str, server: bool = False) -> list[str]:
-        """The command running `main` of Kafka's jars; only the server writes the class archive
-        (a tool's would hold the tool's few classes, in the file the server writes at exit)."""
-        archive = self._archive_options()
-        if not server:
-            archive = [option for option in archive if "ArchiveClassesAtExit" not in option]
+        """The command running `main` of Kafka's jars (`server`: the broker itself)."""
         return [
             "java",
             *self.jvm_options,
-            *archive,
+            *self._archive_options(server),
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
             *([f"-Djava.security.auth.login.config={self.jaas}"] if self.jaas else []),
             "-cp",

@@ -118,18 +118,17 @@ class CrossTierStage(TableStage[ExperimentTiers]):
             await self.outputs.report(report)
 
     async def restore(self, key: bytes, raw: bytes) -> None:
-        """A stored experiment's gauges; a state that cannot be loaded is quarantined, then
-        made again from its tiers in the windows table and reported."""
-        try:
-            self.restore_state(key.decode(), raw)
-        except Exception as exc:
-            await self.quarantine(key, exc)
-            experiment_id = key.decode()
-            tiers = self.stored_figures(experiment_id)
-            if tiers:
-                await self.table.put(key, experiment_to_json(tiers))
-                self.cache[key] = tiers
-                await self.outputs.report(self.report(experiment_id, tiers))
+        """A stored experiment's gauges; one quarantined instead (its key deleted) is made
+        again from its tiers in the windows table and reported."""
+        await super().restore(key, raw)
+        if self.table.get(key) is not None:
+            return
+        experiment_id = key.decode()
+        tiers = self.stored_figures(experiment_id)
+        if tiers:
+            await self.table.put(key, experiment_to_json(tiers))
+            self.cache[key] = tiers
+            await self.outputs.report(self.report(experiment_id, tiers))
 
     def restore_state(self, key: str, raw: bytes) -> None:
         """A stored experiment's gauges, from its report made again (an empty one has none)."""

@@ -285,8 +285,10 @@ class WindowsStage(HopStage[TierState]):
         too large to carry both); None when there is none or it does not load."""
         key = tier_key(experiment_id, tier)
         raw = self.table.get(key.encode())
-        if raw is None:
-            return None
+        return None if raw is None else self._aggregate_in(key, raw)
+
+    def _aggregate_in(self, key: str, raw: bytes) -> TierAggregate | None:
+        """The aggregate a tier's record stands for (`aggregate_of`)."""
         aggregate = self._stored(key, raw)[0]
         if aggregate is not None:
             return aggregate
@@ -301,11 +303,11 @@ class WindowsStage(HopStage[TierState]):
         aggregates as published (`aggregate_of`): what a quarantined experiment state is made
         again from."""
         figures: dict[str, TierFigures] = {}
-        for key, _ in self._stored_tiers(experiment_id):
-            tier = split_tier_key(key.decode())[1]
-            aggregate = self.aggregate_of(experiment_id, tier)
+        for key, raw in self._stored_tiers(experiment_id):
+            name = key.decode()
+            aggregate = self._aggregate_in(name, raw)
             if aggregate is not None:
-                figures[tier] = TierFigures.of(aggregate)
+                figures[split_tier_key(name)[1]] = TierFigures.of(aggregate)
         return figures
 
     async def restore(self, key: bytes, raw: bytes) -> None:
