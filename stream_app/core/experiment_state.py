@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from schemas.common import tier_sort_key
 from schemas.cross_tier import CrossTierReport
+from stream_app.core.compact_json import dumps
 from stream_app.core.keyed_batch import FoldedBatch, KeyedFold
 from stream_app.metrics.cross_tier import TierFigures, cross_tier_report
 
@@ -22,7 +23,7 @@ _COUNTS: Final = len(TierFigures._fields) - len(_MEDIANS)
 
 def experiment_to_json(tiers: ExperimentTiers) -> bytes:
     """Serialized for the table's changelog."""
-    return json.dumps(tiers, separators=(",", ":")).encode()
+    return dumps(tiers)
 
 
 def experiment_from_json(raw: bytes) -> ExperimentTiers:

@@ -8,9 +8,9 @@ upgrade that changed the format, or a change of settings) is derived again and r
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Final
 
+from stream_app.core.compact_json import dumps
 from stream_app.core.config import CoreConfig
 
 MADE_BY: Final = "made"
@@ -34,8 +34,8 @@ def with_aggregate(state_json: bytes, aggregate_json: bytes, made_by: str) -> by
     aggregate made from it, as a string: its bytes come back exactly as published."""
     if not state_json.endswith(b"}") or state_json == b"{}":
         raise ValueError("a tier state is a JSON object with fields")
-    extra = json.dumps({MADE_BY: made_by, AGGREGATE: aggregate_json.decode()}, ensure_ascii=False)
-    return state_json[:-1] + b"," + extra[1:].encode()
+    extra = dumps({MADE_BY: made_by, AGGREGATE: aggregate_json.decode()})
+    return state_json[:-1] + b"," + extra[1:]
 
 
 def stored_aggregate(record: Any, made_by: str) -> bytes | None:

@@ -3,8 +3,9 @@ loader of the core: a state that no run makes is refused when it is loaded, neve
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from stream_app.core.compact_json import dumps
 
 
 def is_integer(value: Any) -> bool:
@@ -19,4 +20,4 @@ def is_count(value: Any, most: int) -> bool:
 
 def name_bytes(name: str) -> int:
     """What a name takes stored, as JSON in UTF-8."""
-    return len(json.dumps(name, ensure_ascii=False).encode())
+    return len(dumps(name))

@@ -15,6 +15,7 @@ from schemas.common import DropDetector, Grade
 from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
+from stream_app.core.compact_json import dumps
 from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import (
     MAX_STRATA,
@@ -216,11 +217,7 @@ class TierState:
         state["totals"] = self.totals.to_state()
         state["detect"] = self.drop.to_state()
         state["feed"] = self.feed.to_state()
-        return json.dumps(
-            state,
-            separators=(",", ":"),
-            ensure_ascii=False,  # a run id of emoji writes as 4 bytes a character, not 12
-        ).encode()
+        return dumps(state)  # a run id of emoji writes as 4 bytes a character, not 12
 
     @classmethod
     def from_json(

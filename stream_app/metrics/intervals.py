@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Final, NamedTuple
 
@@ -67,6 +68,11 @@ def _log_mixture(total: float, runs: int) -> float:
     )
 
 
+SEQUENCES_KEPT: Final = 4096
+"""How many `mean_sequence` answers are remembered: a cross-tier report asks for its baseline's
+once per tier it compares, and the tiers a batch did not touch ask again with the same counts."""
+
+
 def mean_sequence(total: float, runs: int, confidence: float = 0.95) -> Interval:
     """A confidence sequence for the mean of values in [0, 1], from their sum: every mean m whose
     mixture likelihood ratio against m is below 1 / (1 - confidence). [0, 1] for no runs.
@@ -74,6 +80,11 @@ def mean_sequence(total: float, runs: int, confidence: float = 0.95) -> Interval
     The log ratio, f(m) = log mixture - total log m - (runs - total) log(1 - m), is convex with
     its least value at total / runs; each end is found by Newton's method from outside, where it
     converges monotonically."""
+    return _mean_sequence(total, runs, confidence)
+
+
+@lru_cache(maxsize=SEQUENCES_KEPT)
+def _mean_sequence(total: float, runs: int, confidence: float) -> Interval:
     if runs <= 0:
         return Interval(0.0, 1.0)
     total = min(max(total, 0.0), float(runs))

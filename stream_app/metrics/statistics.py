@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from operator import sub
 from typing import Final
 
 from schemas.aggregates import Statistics
@@ -115,27 +116,50 @@ def mode(values: Sequence[float]) -> float:
     """Most frequent value after rounding to 6 decimals; the smallest among ties."""
     if not values:
         raise ValueError("mode of no values")
-    rounded = [round(v, MODE_DECIMALS) for v in values]
-    if len(set(rounded)) == len(rounded):  # each once: the smallest, as below
-        return min(rounded)
-    counts = Counter(rounded)
-    top = max(counts.values())
-    return min(v for v, c in counts.items() if c == top)
+    return _mode_of_sorted(sorted(values))
+
+
+def _mode_of_sorted(ordered: Sequence[float]) -> float:
+    """`mode` of values in ascending order. Rounding keeps their order, so equal rounded values
+    are neighbours and the first of the most frequent is the smallest; rounding is slow (a
+    decimal conversion), so it is done once a distinct value, or once when no two values are
+    near enough to round alike."""
+    low = ordered[0]
+    if len(ordered) == 1 or (
+        math.isfinite(ordered[-1] - low) and min(map(sub, ordered[1:], ordered)) > _DISTINCT_GAP
+    ):
+        return round(low, MODE_DECIMALS)
+    best, most, current, tally = low, 0, low, 0
+    for value, count in Counter(ordered).items():  # ascending; equal values (0.0, -0.0) as one
+        rounded = round(value, MODE_DECIMALS)
+        if tally == 0 or rounded != current:
+            current, tally = rounded, 0
+        tally += count
+        if tally > most:
+            best, most = current, tally
+    return best
+
+
+_DISTINCT_GAP: Final = 4e-6
+"""Values further apart than this round to different values: rounding to 6 decimals moves a
+finite value by less than 1e-6 (not at all once its neighbouring floats are further apart)."""
 
 
 def compute_statistics(values: Sequence[float]) -> Statistics:
     """All of seed 001's statistics over a non-empty list of values (never NaN). Once per
-    published aggregate and metric: the min, max and mean are found once and shared."""
+    published aggregate and metric: the values are sorted once, the min, max and mean found once
+    and shared."""
     if not values:
         raise ValueError("statistics of no values")
     if any(map(math.isnan, values)):
         raise ValueError("NaN among the values")
-    low, high = min(values), max(values)
+    ordered = sorted(values)
+    low, high = ordered[0], ordered[-1]
     mu = _mean(values, low, high)
     return Statistics(
-        median=_median_of_sorted(sorted(values)),
+        median=_median_of_sorted(ordered),
         mean=mu,
-        mode=mode(values),
+        mode=_mode_of_sorted(ordered),
         min=low,
         max=high,
         std_dev=_std_dev(values, mu, low, high),

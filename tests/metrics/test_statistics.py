@@ -27,6 +27,34 @@ def test_seed_example_2_ten_run_aggregation() -> None:
     assert s.std_dev == pytest.approx(0.4, abs=1e-15)
 
 
+def _mode_by_definition(values: list[float]) -> float:
+    """Seed 001's mode, written as it reads: count the rounded values, the smallest of the most
+    frequent."""
+    rounded = [round(v, 6) for v in values]
+    top = max(rounded.count(r) for r in rounded)
+    return min(r for r in rounded if rounded.count(r) == top)
+
+
+near_grid = st.builds(
+    lambda whole, millionths, nudge: whole + millionths * 1e-6 + nudge,
+    st.integers(0, 3),
+    st.integers(0, 12),
+    st.sampled_from([0.0, 4e-7, 5e-7, 6e-7, -4e-7, 1.5e-6, 4e-6, 4.1e-6]),
+)
+
+
+@given(st.lists(st.one_of(near_grid, finite, st.just(math.inf)), min_size=1, max_size=12))
+@example([0.0, -0.0, 1.0])
+@example([0.5, 1.0000004, 0.9999996])  # 8e-7 apart, one rounded value: the mode
+@example([1e10, 1e10 + 4.1e-6, 1e10 + 9e-6])
+def test_mode_is_the_definition_whatever_the_spacing(values: list[float]) -> None:
+    """Values 4e-6 apart skip the rounding: that shortcut must give the definition's answer for
+    values that round together, apart, or at the edge of the gap."""
+    got, expected = mode(values), _mode_by_definition(values)
+    assert got == expected
+    assert math.copysign(1, got) == math.copysign(1, expected)
+
+
 def test_median_odd_and_even() -> None:
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median([4.0, 1.0, 3.0, 2.0]) == 2.5

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from stream_app.core.compact_json import dumps
 from stream_app.core.ingest import processing_error
 from stream_app.core.keys import split_suite_key, suite_key
 from stream_app.core.suite.message import SuiteItem, SuiteMessage
@@ -119,7 +120,7 @@ class SuitesStage(HopStage[SuiteState]):
                 await self.table.delete(raw_key)
                 keys.discard(raw_key)
         else:
-            await self.table.put(raw_key, json.dumps(share.to_state()).encode())
+            await self.table.put(raw_key, dumps(share.to_state()))
             keys.add(raw_key)
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
