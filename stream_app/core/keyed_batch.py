@@ -44,6 +44,27 @@ class FoldedBatch(Generic[K, S, P, R]):
     failures: list[EventFailure] = field(default_factory=list)
     quarantined: list[StateFailure[K]] = field(default_factory=list)
 
+    def take(self, part: FoldedBatch[K, S, P, R], indices: Sequence[int]) -> None:
+        """Add the fold of a key slice of this batch (`key_slices`), the events at `indices`:
+        its event indices become the batch's."""
+        self.states.update(part.states)
+        self.results.update(part.results)
+        for key, steps in part.steps.items():
+            self.steps[key] = [(indices[i], info) for i, info in steps]
+        failures = [EventFailure(indices[f.index], f.error) for f in part.failures]
+        self.failures = sorted([*self.failures, *failures], key=lambda f: f.index)
+        self.quarantined.extend(part.quarantined)
+
+
+def key_slices(events: Sequence[tuple[K, E]]) -> list[list[int]]:
+    """The indices of `events` per key, keys in the order the batch first meets them. A key's
+    events change only its state, so folding each slice apart and taking the parts in this order
+    (`FoldedBatch.take`) is the batch's fold, with turns for other work in between."""
+    slices: dict[K, list[int]] = {}
+    for index, (key, _) in enumerate(events):
+        slices.setdefault(key, []).append(index)
+    return list(slices.values())
+
 
 @dataclass(frozen=True, slots=True)
 class KeyedFold(Generic[K, S, E, P, R]):

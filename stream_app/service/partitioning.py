@@ -9,11 +9,22 @@ retire it at once, and it answers the query API for it."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Final
+
 from aiokafka.partitioner import murmur2
+
+HASHES_KEPT: Final = 65_536
+"""Keys whose hash is remembered: murmur2 is pure Python, and each run's experiment is hashed
+at every hop; a worker's busy experiments are far fewer."""
 
 
 def partition_for(key: str | bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner gives `key`."""
-    data = key.encode() if isinstance(key, str) else key
+    return _positive_hash(key.encode() if isinstance(key, str) else key) % partitions
+
+
+@lru_cache(maxsize=HASHES_KEPT)
+def _positive_hash(data: bytes) -> int:
     hashed: int = murmur2(data)
-    return (hashed & 0x7FFFFFFF) % partitions
+    return hashed & 0x7FFFFFFF

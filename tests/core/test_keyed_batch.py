@@ -5,10 +5,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import stream_app.core.tier_state as tier_state_module
 from stream_app.core.config import CoreConfig
-from stream_app.core.keyed_batch import KeyedFold
+from stream_app.core.keyed_batch import FoldedBatch, KeyedFold, key_slices
 from stream_app.core.replay import Replay
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import WindowEntry, to_epoch_us
@@ -213,3 +215,27 @@ def test_a_huge_integer_in_a_stored_state_is_a_value_error() -> None:
             + b"0" * 400
             + b',1,1,1,1,1,null,null,"",false]],"grade":null}',
         )
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcd"), st.sampled_from(["e1", "e2", "e3", "p1", "f1"])),
+        max_size=25,
+    )
+)
+def test_a_batch_folded_a_key_at_a_time_is_the_batch_folded_at_once(
+    events: list[tuple[str, str]],
+) -> None:
+    """The suite hop folds a key slice at a time, with turns for the other hops in between:
+    every state, result, step and failure (at the batch's own index) as one fold makes them."""
+    fold = counting_fold({"p1"}, {"f1"})
+    whole = fold.run(events)
+    sliced: FoldedBatch[str, list[str], str, int] = FoldedBatch()
+    for indices in key_slices(events):
+        sliced.take(fold.run([events[i] for i in indices]), indices)
+    assert sliced.states == whole.states
+    assert sliced.results == whole.results
+    assert sliced.steps == whole.steps
+    assert [(f.index, str(f.error)) for f in sliced.failures] == [
+        (f.index, str(f.error)) for f in whole.failures
+    ]

@@ -16,11 +16,13 @@ from typing import Any
 
 from stream_app.core.compact_json import dumps
 from stream_app.core.ingest import processing_error
+from stream_app.core.keyed_batch import FoldedBatch, key_slices
 from stream_app.core.keys import split_suite_key, suite_key
 from stream_app.core.suite.message import SuiteItem, SuiteMessage
 from stream_app.core.suite.report import suite_tiers
 from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
+from stream_app.core.suite.statistics import SuiteStatus
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.table_stage import HopStage, Pauses
@@ -139,7 +141,11 @@ class SuitesStage(HopStage[SuiteState]):
                 items.append((key, item))
                 sources.append(record)
         made = await self._prepare({key for key, _ in items})
-        folded = fold_suite_items(items, made.get, self.settings.drop_design)
+        folded: FoldedBatch[str, SuiteState, str | None, SuiteStatus] = FoldedBatch()
+        for indices in key_slices(items):  # a suite tier at a time, the other hops in between
+            part = [items[i] for i in indices]
+            folded.take(fold_suite_items(part, made.get, self.settings.drop_design), indices)
+            await asyncio.sleep(0)
         await self.settle(folded, sources.__getitem__)
         for key, state in folded.states.items():
             changed = sorted({e for _, e in folded.steps[key] if e is not None})
