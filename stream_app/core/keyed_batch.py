@@ -35,8 +35,8 @@ class StateFailure(Generic[K]):
 
 @dataclass(slots=True)
 class FoldedBatch(Generic[K, S, P, R]):
-    """What a batch did. `states` and `results` hold every key an event changed, in the order
-    the batch first touched them; `steps` each event's step (with its index) per key."""
+    """What a batch did. `states` and `results` hold every key an event changed; `steps` each
+    event's step (with its index) per key; `failures` in the order of their events."""
 
     states: dict[K, S] = field(default_factory=dict)
     results: dict[K, R] = field(default_factory=dict)
@@ -58,8 +58,9 @@ class FoldedBatch(Generic[K, S, P, R]):
 
 def key_slices(events: Sequence[tuple[K, E]]) -> list[list[int]]:
     """The indices of `events` per key, keys in the order the batch first meets them. A key's
-    events change only its state, so folding each slice apart and taking the parts in this order
-    (`FoldedBatch.take`) is the batch's fold, with turns for other work in between."""
+    events change only its state, so folding each slice apart and taking the parts
+    (`FoldedBatch.take`) gives the batch's fold (its keys perhaps in another order), with turns
+    for other work in between."""
     slices: dict[K, list[int]] = {}
     for index, (key, _) in enumerate(events):
         slices.setdefault(key, []).append(index)

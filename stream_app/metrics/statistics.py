@@ -116,14 +116,15 @@ def mode(values: Sequence[float]) -> float:
     """Most frequent value after rounding to 6 decimals; the smallest among ties."""
     if not values:
         raise ValueError("mode of no values")
-    return _mode_of_sorted(sorted(values))
+    return _mode(values, sorted(values))
 
 
-def _mode_of_sorted(ordered: Sequence[float]) -> float:
-    """`mode` of values in ascending order. Rounding keeps their order, so equal rounded values
-    are neighbours and the first of the most frequent is the smallest; rounding is slow (a
-    decimal conversion), so it is done once a distinct value, or once when no two values are
-    near enough to round alike."""
+def _mode(values: Sequence[float], ordered: Sequence[float]) -> float:
+    """`mode` of `values`, given them in ascending order too. Rounding keeps their order, so
+    equal rounded values are neighbours and the first of the most frequent is the smallest;
+    rounding is slow (a decimal conversion), so it is done once a distinct value, or once when no
+    two values are near enough to round alike. A mode of zero takes the sign of the first value
+    that rounds to it, as counting the rounded values in their own order does."""
     low = ordered[0]
     if len(ordered) == 1 or (
         math.isfinite(ordered[-1] - low) and min(map(sub, ordered[1:], ordered)) > _DISTINCT_GAP
@@ -137,6 +138,8 @@ def _mode_of_sorted(ordered: Sequence[float]) -> float:
         tally += count
         if tally > most:
             best, most = current, tally
+    if best == 0:  # 0.0 or -0.0: the first value's
+        return next(r for r in (round(v, MODE_DECIMALS) for v in values) if r == 0)
     return best
 
 
@@ -154,12 +157,12 @@ def compute_statistics(values: Sequence[float]) -> Statistics:
     if any(map(math.isnan, values)):
         raise ValueError("NaN among the values")
     ordered = sorted(values)
-    low, high = ordered[0], ordered[-1]
+    low, high = ordered[0], max(values)  # the first of equal ones, as `min` and `max` give
     mu = _mean(values, low, high)
     return Statistics(
         median=_median_of_sorted(ordered),
         mean=mu,
-        mode=_mode_of_sorted(ordered),
+        mode=_mode(values, ordered),
         min=low,
         max=high,
         std_dev=_std_dev(values, mu, low, high),

@@ -14,9 +14,10 @@ from typing import Final
 
 from aiokafka.partitioner import murmur2
 
-HASHES_KEPT: Final = 65_536
-"""Keys whose hash is remembered: murmur2 is pure Python, and each run's experiment is hashed
-at every hop; a worker's busy experiments are far fewer."""
+HASHES_KEPT: Final = 4096
+"""Keys whose hash is remembered: murmur2 is pure Python, and each run's experiment is hashed at
+every hop. The experiments of the runs in flight are usually fewer; the keys kept take a few MiB
+at most (an experiment id is at most 800 bytes)."""
 
 
 def partition_for(key: str | bytes, partitions: int) -> int:

@@ -228,7 +228,14 @@ def test_a_batch_folded_a_key_at_a_time_is_the_batch_folded_at_once(
 ) -> None:
     """The suite hop folds a key slice at a time, with turns for the other hops in between:
     every state, result, step and failure (at the batch's own index) as one fold makes them."""
-    fold = counting_fold({"p1"}, {"f1"})
+    toy = counting_fold({"p1"}, {"f1"})
+
+    def load(key: str) -> list[str] | None:
+        if key == "d":
+            raise Boom("unreadable")
+        return None
+
+    fold = KeyedFold(load, toy.fresh, toy.copy, toy.step, toy.finish)
     whole = fold.run(events)
     sliced: FoldedBatch[str, list[str], str, int] = FoldedBatch()
     for indices in key_slices(events):
@@ -239,3 +246,4 @@ def test_a_batch_folded_a_key_at_a_time_is_the_batch_folded_at_once(
     assert [(f.index, str(f.error)) for f in sliced.failures] == [
         (f.index, str(f.error)) for f in whole.failures
     ]
+    assert [q.key for q in sliced.quarantined] == [q.key for q in whole.quarantined]

@@ -45,6 +45,8 @@ near_grid = st.builds(
 
 @given(st.lists(st.one_of(near_grid, finite, st.just(math.inf)), min_size=1, max_size=12))
 @example([0.0, -0.0, 1.0])
+@example([0.0, -4e-7])  # both round to zero: the first one's sign
+@example([-4e-7, 0.0])
 @example([0.5, 1.0000004, 0.9999996])  # 8e-7 apart, one rounded value: the mode
 @example([1e10, 1e10 + 4.1e-6, 1e10 + 9e-6])
 def test_mode_is_the_definition_whatever_the_spacing(values: list[float]) -> None:
@@ -53,6 +55,15 @@ def test_mode_is_the_definition_whatever_the_spacing(values: list[float]) -> Non
     got, expected = mode(values), _mode_by_definition(values)
     assert got == expected
     assert math.copysign(1, got) == math.copysign(1, expected)
+
+
+@given(st.lists(st.sampled_from([0.0, -0.0, 4e-7, -4e-7, 1.0]), min_size=1, max_size=8))
+def test_min_and_max_are_the_first_of_equal_values(values: list[float]) -> None:
+    """The statistics sort once, yet min and max stay what `min` and `max` give: the first of
+    equal values, so 0.0 and -0.0 keep their order's sign."""
+    s = compute_statistics(values)
+    assert repr(s.min) == repr(min(values))
+    assert repr(s.max) == repr(max(values))
 
 
 def test_median_odd_and_even() -> None:
