@@ -22,11 +22,12 @@ any change of the core, the schemas or a dependency that changes a published agg
 (tests/core/test_stored_aggregate.py pins one aggregate's bytes, so such a change is seen)."""
 
 
-def fingerprint(config: CoreConfig) -> str:
-    """What made an aggregate besides its state: the format and the core's settings (a
-    service's settings beyond them change no aggregate)."""
+def fingerprint(config: CoreConfig, made: str = str(AGGREGATE_FORMAT)) -> str:
+    """What made an output besides its state: `made`, the output's kind and format version (a
+    tier aggregate's is AGGREGATE_FORMAT alone, as stored aggregates were made), and the core's
+    settings (a service's settings beyond them change no output)."""
     core = config.model_dump_json(include=set(CoreConfig.model_fields))
-    return hashlib.sha256(f"{AGGREGATE_FORMAT}\0{core}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{made}\0{core}".encode()).hexdigest()[:32]
 
 
 def with_aggregate(state_json: bytes, aggregate_json: bytes, made_by: str) -> bytes:

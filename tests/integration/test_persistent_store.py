@@ -209,3 +209,25 @@ def test_a_survivor_takes_over_from_its_standby_copy(
     assert len(starts) == len(ends) > 0
     from_scratch = [(s, e) for s, e in zip(starts, ends, strict=True) if s == -1 and e > 1]
     assert from_scratch == []  # every partition with records read from a copy's checkpoint
+
+
+def test_a_restart_under_other_settings_publishes_every_output_again(
+    broker: Broker, workers: list[Worker], tmp_path: Path
+) -> None:
+    """A restart on the same disk with another baseline tier and no new run: every tier's
+    aggregate, experiment's report and suite's tier is made and published again as the new
+    settings make it (a restart under the same settings publishes nothing: the restoration)."""
+    worker = run_then_kill(broker, workers, tmp_path)
+    settings = settings_for(broker, baseline_tier="T1")
+    assert outputs_equal_replay(settings, FIRST) is not True  # the baseline shows in reports
+    again = Worker(
+        broker,
+        tmp_path,
+        "w",
+        port=worker.port,
+        EVALSTREAM_GROUP_INSTANCE_ID="w",
+        EVALSTREAM_BASELINE_TIER="T1",
+    ).start()
+    workers.append(again)
+    again.wait_ready()
+    wait_until(lambda: outputs_equal_replay(settings, FIRST), 120, interval=1, what="T1 reports")

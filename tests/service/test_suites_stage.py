@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from stream_app.core.suite.evidence import SIZE
 from stream_app.core.suite.message import SuiteMessage, SuiteRun
 from stream_app.service.outputs import Outputs
 from stream_app.service.partitioning import partition_for
-from stream_app.service.stages.suites import SuitesStage, record_key
+from stream_app.service.stages.suites import SuitesStage, mark_key, record_key
 from stream_app.service.stages.table_stage import Revoked
 from tests.stage_doubles import Sends, Table, records, recover, samples, turns_during, wiring
 
@@ -133,7 +134,8 @@ async def test_each_experiment_is_a_record_on_its_suites_partition() -> None:
     topic = config.topics.suite_feed
     await stage.handle(records(topic, [message("a", 1, 2), message("b", 1), message("a", 2, 3)]))
     keys = [json.loads(key) for key, _ in table.writes]
-    assert keys == [["agent", "T1", "a"], ["agent", "T1", "b"]]  # each once a batch
+    # each once a batch; then the suite tier's mark, what made its published report
+    assert keys == [["agent", "T1", "a"], ["agent", "T1", "b"], ["agent", "T1"]]
     assert json.loads(table[record_key("agent/T1", "a")])["n"] == 3  # 1, 2, 3: the repeat dropped
     [report] = sends.to(config.topics.suite_tiers)
     assert (report["experiments_with_runs"], report["runs"]) == (2, 4)
@@ -156,7 +158,11 @@ async def test_a_record_under_a_key_that_is_not_a_shares_is_quarantined() -> Non
     assert not table
     assert sends.tombstones(config.topics.suite_tiers) == [b"agent/T1"]
     await stage.handle(records(config.topics.suite_feed, [message("a", 1), message("b", 1)]))
-    assert set(table) == {record_key("agent/T1", "a"), record_key("agent/T1", "b")}
+    assert set(table) == {
+        record_key("agent/T1", "a"),
+        record_key("agent/T1", "b"),
+        mark_key("agent/T1"),
+    }
     assert sends.to(config.topics.suite_tiers)[-1]["runs"] == 2
 
 
@@ -203,7 +209,7 @@ async def test_retiring_every_experiment_withdraws_the_suite_tier() -> None:
     assert ("agent", "T1") in stage.exporter.suites.suites
     retire = SuiteMessage("agent", "T1", retired=("a",)).to_json()
     await stage.handle(records(topic, [retire]))
-    assert set(table) == {record_key("agent/T1", "b")}
+    assert set(table) == {record_key("agent/T1", "b"), mark_key("agent/T1")}
     assert sends.to(config.topics.suite_tiers)[-1]["experiments_with_runs"] == 1
     await stage.handle(records(topic, [SuiteMessage("agent", "T1", retired=("b",)).to_json()]))
     assert not table
@@ -261,10 +267,50 @@ async def test_a_share_quarantined_while_gauges_are_restored_republishes_its_sui
     assert sends.to(config.topics.suite_tiers)[-1]["experiments_with_runs"] == 1
 
 
-def restarted(table: Table) -> tuple[SuitesStage, Sends]:
-    """A new worker's stage over the same table."""
-    config, sends, exporter, outputs = wiring()
+def restarted(table: Table, **overrides: Any) -> tuple[SuitesStage, Sends]:
+    """A new worker's stage over the same table (its settings with `overrides`)."""
+    config, sends, exporter, outputs = wiring(**overrides)
     return SuitesStage(table, CHANGELOG, config, outputs, exporter), sends
+
+
+async def test_a_start_under_other_settings_publishes_every_suite_again_once() -> None:
+    """A suite tier's report depends on the core's settings (here the baseline tier): a worker
+    started with others publishes each owned suite again, made as it makes them, and marks it;
+    the next start under the same settings publishes nothing."""
+    stage, _, table = stage_with()
+    topic = stage.settings.topics.suite_feed
+    suites = [f"agent-{k}" for k in range(4)]
+    batch = [message(e, 1, suite=s, tier=t) for s in suites for e in "ab" for t in ("T0", "T1")]
+    await stage.handle(records(topic, batch))
+    every = set(range(stage.settings.partitions))
+    again, sends = restarted(table, baseline_tier="T1")
+    assert await recover(again, every) == len(suites)
+    reports = sends.to(again.settings.topics.suite_tiers)
+    assert sorted((r["suite"], r["tier"]) for r in reports) == sorted(
+        (s, t) for s in suites for t in ("T0", "T1")
+    )
+    assert {r["baseline_tier"] for r in reports} == {"T1"}
+    assert {table[mark_key(f"{s}/{t}")] for s in suites for t in ("T0", "T1")} == {again.made_by}
+    third, sends = restarted(table, baseline_tier="T1")
+    await recover(third, every)
+    assert sends.sent == []
+    assert gauged(third) == set(suites)
+
+
+async def test_suite_tiers_published_before_marks_were_kept_are_published_once() -> None:
+    stage, _, table = stage_with()
+    topic = stage.settings.topics.suite_feed
+    await stage.handle(records(topic, [message("a", 1), message("b", 1)]))
+    del table[mark_key("agent/T1")]
+    every = set(range(stage.settings.partitions))
+    again, sends = restarted(table)
+    await recover(again, every)
+    [report] = sends.to(again.settings.topics.suite_tiers)
+    assert report["experiments_with_runs"] == 2
+    assert table[mark_key("agent/T1")] == again.made_by
+    third, sends = restarted(table)
+    await recover(third, every)
+    assert sends.sent == []
 
 
 async def restoring(messages: list[bytes]) -> tuple[SuitesStage, Sends, asyncio.Task[int]]:
@@ -309,7 +355,7 @@ async def test_a_message_that_is_not_one_is_dead_lettered() -> None:
     bad = [b"[1, 2]", b'{"v": 2, "suite": "", "tier": "T1"}', b'{"v": 3}', b"\xff"]
     await stage.handle(records(config.topics.suite_feed, [*bad, message("a", 1)]))
     assert len(sends.to(config.topics.dead_letter)) == len(bad)
-    assert set(table) == {record_key("agent/T1", "a")}
+    assert set(table) == {record_key("agent/T1", "a"), mark_key("agent/T1")}
 
 
 async def test_retiring_thousands_of_long_named_experiments_fits_the_broker() -> None:

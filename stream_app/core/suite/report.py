@@ -6,14 +6,29 @@ suite's differences of a figure holding at once), and its drop detectors. The su
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Final
 
 from schemas.common import tier_sort_key
 from schemas.suites import SuiteDifference, SuiteDrop, SuiteEstimate, SuiteTier
+from stream_app.core.config import CoreConfig
 from stream_app.core.drop_detector import DropDesign
+from stream_app.core.stored_aggregate import fingerprint
 from stream_app.core.suite.comparison import compared
 from stream_app.core.suite.state import SuiteState
 from stream_app.metrics.suite_comparison import SuiteFigure
 from stream_app.metrics.suite_outcomes import Figure
+
+REPORT_FORMAT: Final = 1
+"""The version of how a suite tier's report is made from its experiments' shares: raised by any
+change of the core or the schemas that changes a published report, so that each worker's next
+start publishes its suites again (`report_fingerprint`)."""
+
+
+def report_fingerprint(config: CoreConfig) -> str:
+    """What made a suite's published reports besides its shares: REPORT_FORMAT and the core's
+    settings. The suite hop keeps it beside each suite tier's shares, and publishes a suite
+    whose tiers were published otherwise again when it starts."""
+    return fingerprint(config, f"suite report {REPORT_FORMAT}")
 
 
 def suite_tiers(

@@ -5,7 +5,8 @@ state is a function of the set of runs (core.suite.state), so it still equals `r
 
 One record per experiment of a suite tier (its share), on the suite's partition: a suite of any
 size fits the broker's message limit, and a record that cannot be loaded (its key or its value)
-is quarantined alone."""
+is quarantined alone. Beside them, a suite tier's mark: what made its last published report
+(docs/architecture.md, 'Topology')."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from stream_app.core.ingest import processing_error
 from stream_app.core.keyed_batch import FoldedBatch, key_slices
 from stream_app.core.keys import split_suite_key, suite_key
 from stream_app.core.suite.message import SuiteItem, SuiteMessage
-from stream_app.core.suite.report import suite_tiers
+from stream_app.core.suite.report import report_fingerprint, suite_tiers
 from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.core.suite.statistics import SuiteStatus
@@ -47,6 +48,22 @@ def parse_record_key(raw: bytes) -> tuple[str, str | None]:
     return text, None
 
 
+def mark_key(key: str) -> bytes:
+    """The table key of a suite tier's mark (`key`: the suite tier's)."""
+    return json.dumps(list(split_suite_key(key)), ensure_ascii=False).encode()
+
+
+def marked_tier(raw: bytes) -> str | None:
+    """The suite tier whose mark `raw` is the key of; None for any other key."""
+    try:
+        parts = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts):
+        return suite_key(parts[0], parts[1])
+    return None
+
+
 class SuitesStage(HopStage[SuiteState]):
     """Folds each batch of suite messages into the suite tiers, once per suite tier."""
 
@@ -60,18 +77,40 @@ class SuitesStage(HopStage[SuiteState]):
         self.purged: set[str] = set()
         """Suite tiers whose records were quarantined or replaced since they were last published:
         published again (or withdrawn) whatever the batch did to them."""
+        self.made_by = report_fingerprint(self.settings).encode()
+        """What makes this worker's reports: each published suite tier's mark."""
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
-        """A record is partitioned by its suite."""
-        return split_suite_key(parse_record_key(key.encode())[0])[0]
+        """A record, and a mark, is partitioned by its suite."""
+        raw = key.encode()
+        tier = marked_tier(raw)
+        return split_suite_key(parse_record_key(raw)[0] if tier is None else tier)[0]
 
     def _index(self) -> dict[str, set[bytes]]:
+        """The share records' keys (not the marks') per suite tier."""
         if self.index is None:
             self.index = {}
             for key in self.table.all_keys():
-                self.index.setdefault(parse_record_key(key)[0], set()).add(key)
+                if marked_tier(key) is None:
+                    self.index.setdefault(parse_record_key(key)[0], set()).add(key)
         return self.index
+
+    def _stale(self, keys: set[str]) -> bool:
+        """Whether a suite tier of `keys` was last published otherwise than this worker makes
+        it (other settings, another format, or before marks were kept)."""
+        return any(self.table.get(mark_key(key)) != self.made_by for key in keys)
+
+    async def _mark(self, key: str, published: bool) -> None:
+        """A suite tier's mark after its report was published (or withdrawn), written after
+        the report's acknowledgement like every state (`confirm`)."""
+        raw = mark_key(key)
+        stored = self.table.get(raw)
+        if not published:
+            if stored is not None:
+                await self.table.delete(raw)
+        elif stored != self.made_by:
+            await self.table.put(raw, self.made_by)
 
     def drop_cache(self) -> None:
         """Forget the suite tiers made, and the index: the table is the truth."""
@@ -190,6 +229,7 @@ class SuitesStage(HopStage[SuiteState]):
                     self.cache.pop(key.encode(), None)
                     if changed:
                         await self.outputs.retire_suite_tier(*split_suite_key(key))
+                        await self._mark(key, published=False)
                     continue
                 self.cache[key.encode()] = state
                 alive[split_suite_key(key)[1]] = state
@@ -203,6 +243,7 @@ class SuitesStage(HopStage[SuiteState]):
             ):
                 if publishing:
                     await self.outputs.suite_tier(report)
+                    await self._mark(suite_key(suite, report.tier), published=True)
                 else:
                     self.exporter.set_suite(report)
                 # the other hops run between two reports
@@ -224,9 +265,10 @@ class SuitesStage(HopStage[SuiteState]):
         return list(by_suite.values())
 
     async def restore_unit(self, unit: Any, pause: Pauses) -> None:
-        """Restore one suite's tiers' gauges, made from their records."""
+        """Restore one suite's tiers' gauges, made from their records; publish them again when
+        one was last published otherwise (its mark)."""
         made = await self._prepare(unit, pause)
-        await self._publish_suites(unit, made, pause, publish=False)
+        await self._publish_suites(unit, made, pause, publish=self._stale(unit))
 
     def forget(self, lost: set[int]) -> None:
         """The lost partitions' suites lose their gauges."""
