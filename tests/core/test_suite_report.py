@@ -4,6 +4,7 @@ every report equals the one made from fresh states of the same shares."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
@@ -12,7 +13,7 @@ from stream_app.core.config import CoreConfig
 from stream_app.core.suite.comparison import TierComparison
 from stream_app.core.suite.evidence import SIZE
 from stream_app.core.suite.message import SuiteRun
-from stream_app.core.suite.report import suite_tiers
+from stream_app.core.suite.report import REPORT_FORMAT, suite_tiers
 from stream_app.core.suite.state import SuiteState
 
 DESIGN = CoreConfig().drop_design
@@ -81,3 +82,31 @@ def test_a_comparison_takes_out_what_left_and_puts_back_what_moved() -> None:
     assert comparison.closings.closed == {"b": None}
     assert set(comparison.seen) == {"b"}
     assert comparison.means[next(iter(comparison.means))].count == 1
+
+
+PINNED: dict[int, str] = {1: "7cca089166fef0a3"}
+"""The sha256 (first 16 hex digits) of `pinned_reports`' JSON under each report format."""
+
+
+def pinned_reports() -> bytes:
+    """A suite of three tiers, a dozen experiments, a few hundred runs: its reports' JSON."""
+    rnd = random.Random(43)
+    states = {t: SuiteState() for t in TIERS}
+    for seq in range(1, 25):
+        for k in range(12):
+            for t in TIERS:
+                passed = rnd.random() < 0.4 + 0.2 * TIERS.index(t)
+                evidence = tuple(rnd.randrange(-300, 300) for _ in range(SIZE))
+                at = (k * 24 + seq) * MINUTE_US
+                states[t].add(f"e{k}", SuiteRun(f"e{k}", 7, seq, at, evidence, passed, 0.7))
+    config = CoreConfig()
+    reports = suite_tiers("agent", states, DESIGN, "T0", config.interval_confidence)
+    return b"\n".join(r.model_dump_json().encode() for r in reports)
+
+
+def test_a_reports_bytes_change_only_with_the_format() -> None:
+    """A change that alters a published suite report must raise `REPORT_FORMAT` (and pin its
+    digest here): restarted workers then publish their suites again instead of keeping reports
+    the code no longer makes (their marks say which format made them)."""
+    digest = hashlib.sha256(pinned_reports()).hexdigest()[:16]
+    assert PINNED.get(REPORT_FORMAT) == digest, "raise REPORT_FORMAT, pin the new digest"

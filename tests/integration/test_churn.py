@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stream_app.processes.worker_process import Samples, metric_total
 from stream_app.service.stages.cross_tier import CrossTierStage
-from stream_app.service.stages.suites import SuitesStage
+from stream_app.service.stages.suites import SuitesStage, marked_tier
 from stream_app.service.stages.windows import WindowsStage
 from stream_app.service.topology import changelog_topic
 from tests.helpers import encode, make_event
@@ -115,6 +115,7 @@ def test_ten_thousand_experiments_retire_and_leave_nothing_behind(
 
     topics = settings.topics
     total = WAVES * PER_WAVE
+    suites_changelog = changelog_topic(settings, SuitesStage)
     for topic in (
         topics.aggregates,
         topics.cross_tier,
@@ -123,6 +124,11 @@ def test_ten_thousand_experiments_retire_and_leave_nothing_behind(
     ):
         written = records(settings, topic)
         assert last_by_key(written) == {}, topic  # every key's latest record is a tombstone
-        if topic != topics.suite_tiers:  # suite tiers: one key per tier, not per experiment
-            assert len({r.key for r in written if r.value is None}) == total, topic
+        if topic == topics.suite_tiers:  # suite tiers: one key per tier, not per experiment
+            continue
+        gone = {r.key for r in written if r.value is None}
+        marks = {key for key in gone if key is not None and marked_tier(key) is not None}
+        assert len(gone - marks) == total, topic  # on the suite table: a share per experiment
+        # and, beside them, the mark of each suite tier the retirements emptied
+        assert bool(marks) == (topic == suites_changelog), topic
     worker.assert_alive()

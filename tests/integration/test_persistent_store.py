@@ -216,7 +216,8 @@ def test_a_restart_under_other_settings_publishes_every_output_again(
 ) -> None:
     """A restart on the same disk with another baseline tier and no new run: every tier's
     aggregate, experiment's report and suite's tier is made and published again as the new
-    settings make it (a restart under the same settings publishes nothing: the restoration)."""
+    settings make it (the restoration's work: a redelivered batch of repeats publishes
+    nothing)."""
     worker = run_then_kill(broker, workers, tmp_path)
     settings = settings_for(broker, baseline_tier="T1")
     assert outputs_equal_replay(settings, FIRST) is not True  # the baseline shows in reports

@@ -297,6 +297,24 @@ async def test_a_start_under_other_settings_publishes_every_suite_again_once() -
     assert gauged(third) == set(suites)
 
 
+async def test_a_mark_its_records_did_not_outlive_is_withdrawn_at_the_next_start() -> None:
+    """A crash between the deletion of a withdrawn suite tier's last records and its mark's
+    leaves the mark alone; the next start withdraws the suite tier again and deletes it."""
+    stage, _, table = stage_with()
+    config = stage.settings
+    await stage.handle(records(config.topics.suite_feed, [message("a", 1)]))
+    mark = table[mark_key("agent/T1")]
+    retire = SuiteMessage("agent", "T1", retired=("a",)).to_json()
+    await stage.handle(records(config.topics.suite_feed, [retire]))
+    assert not table
+    table[mark_key("agent/T1")] = mark
+    again, sends = restarted(table)
+    await recover(again, set(range(config.partitions)))
+    assert not table
+    assert sends.tombstones(config.topics.suite_tiers) == [b"agent/T1"]
+    assert gauged(again) == set()
+
+
 async def test_suite_tiers_published_before_marks_were_kept_are_published_once() -> None:
     stage, _, table = stage_with()
     topic = stage.settings.topics.suite_feed

@@ -74,6 +74,8 @@ class SuitesStage(HopStage[SuiteState]):
         super().__init__(*args, **kwargs)
         self.index: dict[str, set[bytes]] | None = None
         """The table keys of every suite tier's records (None: to be read from the table)."""
+        self.marked: set[str] = set()
+        """The suite tiers with a mark, read with the index and kept with it."""
         self.purged: set[str] = set()
         """Suite tiers whose records were quarantined or replaced since they were last published:
         published again (or withdrawn) whatever the batch did to them."""
@@ -90,10 +92,13 @@ class SuitesStage(HopStage[SuiteState]):
     def _index(self) -> dict[str, set[bytes]]:
         """The share records' keys (not the marks') per suite tier."""
         if self.index is None:
-            self.index = {}
+            self.index, self.marked = {}, set()
             for key in self.table.all_keys():
-                if marked_tier(key) is None:
+                tier = marked_tier(key)
+                if tier is None:
                     self.index.setdefault(parse_record_key(key)[0], set()).add(key)
+                else:
+                    self.marked.add(tier)
         return self.index
 
     def _stale(self, keys: set[str]) -> bool:
@@ -107,10 +112,13 @@ class SuitesStage(HopStage[SuiteState]):
         raw = mark_key(key)
         stored = self.table.get(raw)
         if not published:
+            self.marked.discard(key)
             if stored is not None:
                 await self.table.delete(raw)
-        elif stored != self.made_by:
-            await self.table.put(raw, self.made_by)
+        else:
+            self.marked.add(key)
+            if stored != self.made_by:
+                await self.table.put(raw, self.made_by)
 
     def drop_cache(self) -> None:
         """Forget the suite tiers made, and the index: the table is the truth."""
@@ -250,13 +258,14 @@ class SuitesStage(HopStage[SuiteState]):
                 await (asyncio.sleep(0) if pause is None else pause())
 
     async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
-        """The suites of `partitions`, each as the keys of its tiers with records: a suite
-        tier is restored from all its records, and a suite's tiers together."""
+        """The suites of `partitions`, each as the keys of its tiers with records or a mark: a
+        suite tier is restored from all its records, and a suite's tiers together."""
         n = self.settings.partitions
         async with self.lock:  # a suite tier's records are all on its suite's partition
+            index = self._index()
             keys = sorted(
                 key
-                for key in self._index()
+                for key in {*index, *self.marked}
                 if partition_for(split_suite_key(key)[0], n) in partitions
             )
         by_suite: dict[str, set[str]] = {}
@@ -266,9 +275,16 @@ class SuitesStage(HopStage[SuiteState]):
 
     async def restore_unit(self, unit: Any, pause: Pauses) -> None:
         """Restore one suite's tiers' gauges, made from their records; publish them again when
-        one was last published otherwise (its mark)."""
-        made = await self._prepare(unit, pause)
-        await self._publish_suites(unit, made, pause, publish=self._stale(unit))
+        one was last published otherwise (its mark). A mark left without records (a crash
+        between the deletions of a withdrawn tier's records and of its mark) is withdrawn."""
+        index = self._index()
+        for key in sorted(k for k in unit if k not in index):
+            await self.outputs.retire_suite_tier(*split_suite_key(key))
+            await self._mark(key, published=False)
+        kept = {k for k in unit if k in index}
+        if kept:
+            made = await self._prepare(kept, pause)
+            await self._publish_suites(kept, made, pause, publish=self._stale(kept))
 
     def forget(self, lost: set[int]) -> None:
         """The lost partitions' suites lose their gauges."""
