@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Hashable, Sequence
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from stream_app.metrics.bet_mixture import log_weights, needed
 from stream_app.metrics.exact_sum import ExactSum
@@ -38,6 +39,48 @@ def closing_times(starts: Sequence[int], latest: Sequence[int]) -> list[int | No
     return out
 
 
+K = TypeVar("K", bound=Hashable)
+
+
+class TimedKeys(Generic[K]):
+    """Keys in (time, key) order, as an array of times beside a list of keys: 16 bytes a key
+    where a (time, key) tuple took 64 (a suite keeps some for every experiment and tier)."""
+
+    __slots__ = ("keys", "times")
+
+    def __init__(self) -> None:
+        self.times = array("q")
+        self.keys: list[K] = []
+
+    def _span(self, time: int) -> tuple[int, int]:
+        low = bisect.bisect_left(self.times, time)
+        return low, bisect.bisect_right(self.times, time, low)
+
+    def position(self, time: int, key: K) -> int:
+        """Where (time, key) is, or would be."""
+        low, high = self._span(time)
+        keys: list[Any] = self.keys  # str or int keys: ordered, as a Hashable need not be
+        return bisect.bisect_left(keys, key, low, high)
+
+    def insert(self, time: int, key: K) -> int:
+        """Add (time, key); returns its position."""
+        i = self.position(time, key)
+        self.times.insert(i, time)
+        self.keys.insert(i, key)
+        return i
+
+    def remove(self, time: int, key: K) -> int:
+        """Take (time, key) out (it is there); returns where it was."""
+        i = self.position(time, key)
+        del self.times[i], self.keys[i]
+        return i
+
+    def at(self, time: int) -> list[K]:
+        """The keys of `time`."""
+        low, high = self._span(time)
+        return self.keys[low:high]
+
+
 class Closings:
     """`closing_times` of a tier's strata, kept as each one's first and latest run move: a run
     moves its own stratum's closing, and a new start closes again only the strata that closed
@@ -49,8 +92,11 @@ class Closings:
         self.starts: list[int] = []
         """Every stratum's start, sorted."""
         self.closed: dict[str, int | None] = {}
-        self.by_closing: dict[int | None, set[str]] = {}
-        """The strata that closed at each time (None: the open ones)."""
+        self.order: TimedKeys[str] = TimedKeys()
+        """The closed strata by closing time (not a set a time: most strata close at a time of
+        their own)."""
+        self.unclosed: set[str] = set()
+        """The open strata."""
 
     def move(self, key: str, start: int, latest: int) -> set[str]:
         """A stratum's span now (new or moved); returns the strata whose closing changed."""
@@ -63,7 +109,7 @@ class Closings:
             after = bisect.bisect_right(self.starts, start)
             following = self.starts[after] if after < len(self.starts) else None
             self.starts.insert(after, start)
-            for other in list(self.by_closing.get(following, ())):
+            for other in self._closed_at(following):
                 if self.spans[other][1] < start:
                     self._close(other, changed)
         self._close(key, changed)
@@ -81,7 +127,7 @@ class Closings:
     def _left(self, key: str, start: int, changed: set[str]) -> None:
         """`start` (key's) is no longer a start: the strata that closed at it close again."""
         del self.starts[bisect.bisect_left(self.starts, start)]
-        for other in list(self.by_closing.get(start, ())):
+        for other in self._closed_at(start):
             if other != key:
                 self._close(other, changed)
 
@@ -93,18 +139,26 @@ class Closings:
             self._file(key, closed)
             changed.add(key)
 
+    def _closed_at(self, time: int | None) -> list[str]:
+        """The strata that closed at `time` (None: the open ones)."""
+        return list(self.unclosed) if time is None else self.order.at(time)
+
     def _file(self, key: str, closed: int | None, remove: bool = False) -> None:
-        """Move `key` to its new closing time's set (or out of them)."""
+        """Move `key` to its new closing time (or out of them)."""
         if key in self.closed:
-            before = self.by_closing[self.closed[key]]
-            before.discard(key)
-            if not before:
-                del self.by_closing[self.closed[key]]
+            before = self.closed[key]
+            if before is None:
+                self.unclosed.discard(key)
+            else:
+                self.order.remove(before, key)
         if remove:
             self.closed.pop(key, None)
             return
         self.closed[key] = closed
-        self.by_closing.setdefault(closed, set()).add(key)
+        if closed is None:
+            self.unclosed.add(key)
+        else:
+            self.order.insert(closed, key)
 
 
 def unit_values_in_order(
@@ -170,9 +224,6 @@ def _interval(total: float, spread: float, units: int, confidence: float) -> Int
     return Interval(max(0.0, mean - margin), min(1.0, mean + margin))
 
 
-K = TypeVar("K", bound=Hashable)
-
-
 class ClosedUnits(Generic[K]):
     """A figure's units kept as their strata close, reopen and move: the closed ones in closing
     order (ties by key), their exact sum, and their running sum and spread, made again only from
@@ -181,12 +232,14 @@ class ClosedUnits(Generic[K]):
     def __init__(self) -> None:
         self.units: dict[K, tuple[int | None, float]] = {}
         """Each unit's closing time (None: open) and value."""
-        self.order: list[tuple[int, K]] = []
-        """The closed units' (closing time, key), sorted."""
-        self.values: list[float] = []
-        """Their values, in that order."""
+        self.order: TimedKeys[K] = TimedKeys()
+        """The closed units by closing time."""
+        self.values = array("d")
+        """Their values, in that order: C doubles, not an object a value (a suite keeps four
+        figures' units a tier and experiment)."""
         self.sum = ExactSum()
-        self.running: list[tuple[float, float]] = []
+        self.totals = array("d")
+        self.spreads = array("d")
         """The running sum and spread after each of the first closed units (a valid prefix)."""
         self.open = 0
 
@@ -199,10 +252,9 @@ class ClosedUnits(Generic[K]):
         if closed is None:
             self.open += 1
             return
-        i = bisect.bisect_left(self.order, (closed, key))
-        self.order.insert(i, (closed, key))
+        i = self.order.insert(closed, key)
         self.values.insert(i, value)
-        del self.running[i:]
+        del self.totals[i:], self.spreads[i:]
         self.sum.add(value)
 
     def remove(self, key: K) -> None:
@@ -214,8 +266,8 @@ class ClosedUnits(Generic[K]):
         if closed is None:
             self.open -= 1
             return
-        i = bisect.bisect_left(self.order, (closed, key))
-        del self.order[i], self.values[i], self.running[i:]
+        i = self.order.remove(closed, key)
+        del self.values[i], self.totals[i:], self.spreads[i:]
         self.sum.remove(value)
 
     def interval(self, confidence: float) -> Interval:
@@ -224,10 +276,12 @@ class ClosedUnits(Generic[K]):
         closed = len(self.values)
         if not closed:
             return widen_by_open(Interval(0.0, 1.0), 0, self.open)
-        running = self.running
-        total, spread = running[-1] if running else (0.0, 0.0)
-        for i in range(len(running), closed):
+        totals, spreads = self.totals, self.spreads
+        kept = len(totals)
+        total, spread = (totals[-1], spreads[-1]) if kept else (0.0, 0.0)
+        for i in range(kept, closed):
             total, spread = _next_unit(total, spread, i, self.values[i])
-            running.append((total, spread))
+            totals.append(total)
+            spreads.append(spread)
         interval = _interval(self.sum.value(), spread, closed, confidence)
         return widen_by_open(interval, closed, self.open)

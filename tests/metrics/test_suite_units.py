@@ -4,6 +4,7 @@ bench/suite_comparison.py, 'narrowing')."""
 
 from __future__ import annotations
 
+import bisect
 import random
 import statistics
 
@@ -18,6 +19,7 @@ from stream_app.metrics.suite_outcomes import Outcomes
 from stream_app.metrics.suite_units import (
     ClosedUnits,
     Closings,
+    TimedKeys,
     as_difference,
     closing_times,
     difference_unit,
@@ -163,3 +165,29 @@ def test_units_kept_as_they_close_and_move_give_the_interval_made_at_once(
         at_once = widen_by_open(units_sequence(values, confidence), len(values), open_units)
         assert kept.interval(confidence) == at_once
     assert at_once.low > 0 or at_once.high < 1 or len(values) < 30
+
+
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b", "c", "d"])),
+        max_size=40,
+    )
+)
+def test_timed_keys_are_a_sorted_list_of_time_key_pairs(
+    steps: list[tuple[bool, int, str]],
+) -> None:
+    """The array-and-list form keeps what a sorted list of (time, key) tuples would: the same
+    positions, and the keys of each time in order."""
+    timed: TimedKeys[str] = TimedKeys()
+    model: list[tuple[int, str]] = []
+    for add, time, key in steps:
+        pair = (time, key)
+        if add and pair not in model:
+            bisect.insort(model, pair)
+            assert timed.insert(time, key) == model.index(pair)
+        elif not add and pair in model:
+            assert timed.remove(time, key) == model.index(pair)
+            model.remove(pair)
+        assert list(zip(timed.times, timed.keys, strict=True)) == model
+        for t in range(-3, 4):
+            assert timed.at(t) == [k for m, k in model if m == t]
