@@ -70,8 +70,10 @@ class TimedKeys(Generic[K]):
         return i
 
     def remove(self, time: int, key: K) -> int:
-        """Take (time, key) out (it is there); returns where it was."""
+        """Take (time, key) out; returns where it was. ValueError when it is not there."""
         i = self.position(time, key)
+        if i == len(self.keys) or self.times[i] != time or self.keys[i] != key:
+            raise ValueError(f"({time}, {key!r}) is not held")
         del self.times[i], self.keys[i]
         return i
 
@@ -235,12 +237,12 @@ class ClosedUnits(Generic[K]):
         self.order: TimedKeys[K] = TimedKeys()
         """The closed units by closing time."""
         self.values = array("d")
-        """Their values, in that order: C doubles, not an object a value (a suite keeps four
-        figures' units a tier and experiment)."""
+        """Their values, in that order."""
         self.sum = ExactSum()
-        self.totals = array("d")
-        self.spreads = array("d")
-        """The running sum and spread after each of the first closed units (a valid prefix)."""
+        self.totals, self.spreads = array("d"), array("d")
+        """The running sum and spread after each of the first closed units (a valid prefix):
+        two floats a unit, not a tuple of two objects (a suite keeps units for every experiment
+        of each tier)."""
         self.open = 0
 
     def put(self, key: K, closed: int | None, value: float) -> None:
@@ -248,11 +250,12 @@ class ClosedUnits(Generic[K]):
         if self.units.get(key) == (closed, value):
             return
         self.remove(key)
-        self.units[key] = (closed, value)
         if closed is None:
+            self.units[key] = (closed, value)
             self.open += 1
             return
-        i = self.order.insert(closed, key)
+        i = self.order.insert(closed, key)  # first: a time beyond the array's raises, and
+        self.units[key] = (closed, value)  # the unit is then left out whole
         self.values.insert(i, value)
         del self.totals[i:], self.spreads[i:]
         self.sum.add(value)

@@ -134,6 +134,9 @@ def test_closings_kept_run_by_run_are_those_worked_out_at_once(
         names = sorted(spans)
         at_once = closing_times([spans[n][0] for n in names], [spans[n][1] for n in names])
         assert kept.closed == dict(zip(names, at_once, strict=True))
+        shut = sorted((c, n) for n, c in kept.closed.items() if c is not None)
+        assert list(zip(kept.order.times, kept.order.keys, strict=True)) == shut
+        assert kept.unclosed == {n for n, c in kept.closed.items() if c is None}
 
 
 UNITS = st.lists(
@@ -188,6 +191,9 @@ def test_timed_keys_are_a_sorted_list_of_time_key_pairs(
         elif not add and pair in model:
             assert timed.remove(time, key) == model.index(pair)
             model.remove(pair)
+        elif not add:
+            with pytest.raises(ValueError, match="not held"):
+                timed.remove(time, key)
         assert list(zip(timed.times, timed.keys, strict=True)) == model
         for t in range(-3, 4):
             assert timed.at(t) == [k for m, k in model if m == t]
