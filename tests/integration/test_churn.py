@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stream_app.processes.worker_process import Samples, metric_total
 from stream_app.service.stages.cross_tier import CrossTierStage
-from stream_app.service.stages.suites import SuitesStage, marked_tier
+from stream_app.service.stages.suites import SuitesStage, parse_table_key
 from stream_app.service.stages.windows import WindowsStage
 from stream_app.service.topology import changelog_topic
 from tests.helpers import encode, make_event
@@ -127,7 +127,7 @@ def test_ten_thousand_experiments_retire_and_leave_nothing_behind(
         if topic == topics.suite_tiers:  # suite tiers: one key per tier, not per experiment
             continue
         gone = {r.key for r in written if r.value is None}
-        marks = {key for key in gone if key is not None and marked_tier(key) is not None}
+        marks = {key for key in gone if key is not None and parse_table_key(key).mark}
         assert len(gone - marks) == total, topic  # on the suite table: a share per experiment
         # and, beside them, the mark of each suite tier the retirements emptied
         assert bool(marks) == (topic == suites_changelog), topic

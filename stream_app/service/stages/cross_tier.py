@@ -106,16 +106,22 @@ class CrossTierStage(TableStage[ExperimentTiers]):
                 folded.states[experiment_id] = tiers
                 folded.results[experiment_id] = self.report(experiment_id, tiers)
         for experiment_id, tiers in folded.states.items():
-            key = experiment_id.encode()
-            report = folded.results[experiment_id]
-            if report is None:
-                await self.table.delete(key)
-                self.cache.pop(key, None)
-                await self.outputs.retire_experiment(experiment_id)
-                continue
-            await self.table.put(key, experiment_to_json(tiers))
-            self.cache[key] = tiers
-            await self.outputs.report(report)
+            await self._keep(experiment_id, tiers, folded.results[experiment_id])
+
+    async def _keep(
+        self, experiment_id: str, tiers: ExperimentTiers, report: CrossTierReport | None
+    ) -> None:
+        """Hold an experiment's state and send its report; one with no tier left (no report)
+        is deleted, and its report gets a tombstone."""
+        key = experiment_id.encode()
+        if report is None:
+            await self.table.delete(key)
+            self.cache.pop(key, None)
+            await self.outputs.retire_experiment(experiment_id)
+            return
+        await self.table.put(key, experiment_to_json(tiers))
+        self.cache[key] = tiers
+        await self.outputs.report(report)
 
     async def restore(self, key: bytes, raw: bytes) -> None:
         """A stored experiment's gauges; one quarantined instead (its key deleted) is made
@@ -126,9 +132,7 @@ class CrossTierStage(TableStage[ExperimentTiers]):
         experiment_id = key.decode()
         tiers = self.stored_figures(experiment_id)
         if tiers:
-            await self.table.put(key, experiment_to_json(tiers))
-            self.cache[key] = tiers
-            await self.outputs.report(self.report(experiment_id, tiers))
+            await self._keep(experiment_id, tiers, self.report(experiment_id, tiers))
 
     def restore_state(self, key: str, raw: bytes) -> None:
         """A stored experiment's gauges, from its report made again (an empty one has none)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from stream_app.core.compact_json import dumps
 from stream_app.core.ingest import processing_error
@@ -35,33 +35,35 @@ def record_key(key: str, experiment: str) -> bytes:
     return json.dumps([suite, tier, experiment], ensure_ascii=False).encode()
 
 
-def parse_record_key(raw: bytes) -> tuple[str, str | None]:
-    """(suite tier key, experiment) of a table key; the experiment is None for a key that is
-    not a share's (its text stands for the suite tier: the record is quarantined there)."""
+class TableKey(NamedTuple):
+    """What a key of the suite table stands for."""
+
+    tier: str
+    """The suite tier's key (for a key that is neither a share's nor a mark's: its text, the
+    suite tier it is quarantined under)."""
+    experiment: str | None
+    """A share's experiment; None for a mark, or for a key that is neither."""
+    mark: bool
+    """Whether it is the suite tier's mark."""
+
+
+def parse_table_key(raw: bytes) -> TableKey:
+    """A table key, read once: a share's (`record_key`), a mark's (`mark_key`), or neither (its
+    record is quarantined)."""
     text = raw.decode()
     try:
         parts = json.loads(text)
     except ValueError:
         parts = None
-    if isinstance(parts, list) and len(parts) == 3 and all(isinstance(p, str) for p in parts):
-        return suite_key(parts[0], parts[1]), parts[2]
-    return text, None
+    if isinstance(parts, list) and len(parts) in (2, 3) and all(isinstance(p, str) for p in parts):
+        experiment = parts[2] if len(parts) == 3 else None
+        return TableKey(suite_key(parts[0], parts[1]), experiment, experiment is None)
+    return TableKey(text, None, False)
 
 
 def mark_key(key: str) -> bytes:
     """The table key of a suite tier's mark (`key`: the suite tier's)."""
     return json.dumps(list(split_suite_key(key)), ensure_ascii=False).encode()
-
-
-def marked_tier(raw: bytes) -> str | None:
-    """The suite tier whose mark `raw` is the key of; None for any other key."""
-    try:
-        parts = json.loads(raw)
-    except ValueError:
-        return None
-    if isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts):
-        return suite_key(parts[0], parts[1])
-    return None
 
 
 class SuitesStage(HopStage[SuiteState]):
@@ -85,20 +87,18 @@ class SuitesStage(HopStage[SuiteState]):
     @classmethod
     def partition_key_of(cls, key: str) -> str:
         """A record, and a mark, is partitioned by its suite."""
-        raw = key.encode()
-        tier = marked_tier(raw)
-        return split_suite_key(parse_record_key(raw)[0] if tier is None else tier)[0]
+        return split_suite_key(parse_table_key(key.encode()).tier)[0]
 
     def _index(self) -> dict[str, set[bytes]]:
         """The share records' keys (not the marks') per suite tier."""
         if self.index is None:
             self.index, self.marked = {}, set()
             for key in self.table.all_keys():
-                tier = marked_tier(key)
-                if tier is None:
-                    self.index.setdefault(parse_record_key(key)[0], set()).add(key)
+                parsed = parse_table_key(key)
+                if parsed.mark:
+                    self.marked.add(parsed.tier)
                 else:
-                    self.marked.add(tier)
+                    self.index.setdefault(parsed.tier, set()).add(key)
         return self.index
 
     def _stale(self, keys: set[str]) -> bool:
@@ -119,6 +119,11 @@ class SuitesStage(HopStage[SuiteState]):
             self.marked.add(key)
             if stored != self.made_by:
                 await self.table.put(raw, self.made_by)
+
+    async def _withdraw(self, key: str) -> None:
+        """A suite tier with no experiment left: a tombstone for its report, its mark gone."""
+        await self.outputs.retire_suite_tier(*split_suite_key(key))
+        await self._mark(key, published=False)
 
     def drop_cache(self) -> None:
         """Forget the suite tiers made, and the index: the table is the truth."""
@@ -149,7 +154,7 @@ class SuitesStage(HopStage[SuiteState]):
             raw = self.table.get(raw_key)
             if raw is None:
                 continue
-            experiment = parse_record_key(raw_key)[1]
+            experiment = parse_table_key(raw_key).experiment
             try:
                 if experiment is None:
                     raise ValueError("not the key of an experiment's share of a suite tier")
@@ -236,8 +241,7 @@ class SuitesStage(HopStage[SuiteState]):
                 if state is None or not state.shares:
                     self.cache.pop(key.encode(), None)
                     if changed:
-                        await self.outputs.retire_suite_tier(*split_suite_key(key))
-                        await self._mark(key, published=False)
+                        await self._withdraw(key)
                     continue
                 self.cache[key.encode()] = state
                 alive[split_suite_key(key)[1]] = state
@@ -279,8 +283,7 @@ class SuitesStage(HopStage[SuiteState]):
         between the deletions of a withdrawn tier's records and of its mark) is withdrawn."""
         index = self._index()
         for key in sorted(k for k in unit if k not in index):
-            await self.outputs.retire_suite_tier(*split_suite_key(key))
-            await self._mark(key, published=False)
+            await self._withdraw(key)
         kept = {k for k in unit if k in index}
         if kept:
             made = await self._prepare(kept, pause)
