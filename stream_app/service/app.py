@@ -29,6 +29,7 @@ from stream_app.service.exporter import Exporter
 from stream_app.service.faust_app import EvalstreamApp, faust_app
 from stream_app.service.faust_transport import Consumer
 from stream_app.service.heap import TRIM_INTERVAL_S, trim_heap
+from stream_app.service.latency_path import LatencyPath
 from stream_app.service.outputs import Outputs
 from stream_app.service.query_api import QueryAnswers, QueryApi
 from stream_app.service.settings import Settings
@@ -80,6 +81,9 @@ class Worker:
         self.stages.windows.lagging = lambda: exporter.consumer_lag.behind(
             input_topics, settings.batch_max_events
         )
+        self.latency_path = LatencyPath(waited=exporter.suite_waits.inc)
+        """The hops a run's latency waits on; the suite hop's reports wait for their gaps."""
+        self.stages.suites.turns = self.latency_path.turns
         self.sources = self.wire_agents()
         """Each hop's stage, by the topic it reads."""
         exporter.declare(
@@ -147,7 +151,11 @@ class Worker:
             waiting = lag_of(self.app, source, set(upstream), settings.batch_max_events)
             upstream.add(source)
             take = Batching(
-                hop.batch_max(settings), settings.batch_within_s, waiting, hop.every(settings)
+                hop.batch_max(settings),
+                settings.batch_within_s,
+                waiting,
+                hop.every(settings),
+                path=self.latency_path if hop.on_latency_path else None,
             )
             topic = self.app.topic(source, partitions=n, **RAW)
             agent_of(self.app, topic, hop_stage, take, self.exporter)

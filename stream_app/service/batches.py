@@ -4,6 +4,7 @@ a batch fails for a reason that is no event's fault (the worker stops before it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ from stream_app.core.ingest import error_text
 from stream_app.exit_codes import FATAL
 from stream_app.service.adaptive_stream import AdaptiveStream, Waiting
 from stream_app.service.exporter import Exporter
+from stream_app.service.latency_path import LatencyPath
 from stream_app.service.outputs import Outputs, Record
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,8 @@ class Batching:
     within_s: float
     waiting: Waiting
     every_s: float = 0.0
+    path: LatencyPath | None = None
+    """The latency path, when this hop is on it: its batches count as the path's."""
 
 
 async def run_batches(
@@ -106,6 +110,7 @@ async def run_batches(
     histogram = exporter.processing.labels(stage=stage.name)
     sizes = exporter.batch_size.labels(stage=stage.name)
     events: Sequence[EventT[bytes]]
+    path = batching.path
     batches = cast(AdaptiveStream, stream).take_waiting(
         batching.max_events, batching.within_s, batching.waiting, batching.every_s
     )
@@ -113,8 +118,9 @@ async def run_batches(
         async for events in batches:
             started = time.perf_counter()
             try:
-                handled = await stage.handle(records_of(events))
-                await stage.outputs.confirm()  # a refused record fails the batch, before its commit
+                with path.batch() if path is not None else contextlib.nullcontext():
+                    handled = await stage.handle(records_of(events))
+                    await stage.outputs.confirm()  # a refused record fails the batch, uncommitted
             except asyncio.CancelledError:
                 withhold_acks(events)
                 stage.drop_cache()

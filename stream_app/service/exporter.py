@@ -230,6 +230,10 @@ class Exporter:
         self.grade_changes = counter(
             "evalstream_grade_changes", "Full-window grade changes", [*tier, "direction"]
         )
+        self.suite_waits = counter(
+            "evalstream_latency_path_wait_seconds",
+            "Seconds the suite hop waited for gaps between the latency path's batches",
+        )
         self.retired = counter(
             "evalstream_experiments_retired",
             "Experiments retired after experiment_idle_ttl without an accepted run",

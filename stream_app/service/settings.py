@@ -227,12 +227,14 @@ class Settings(CoreConfig, BaseSettings):
         "this); also the backlog past which the later hops wait for the earlier hops' output.",
     )
     suite_interval_s: float = Field(
-        default=1.0,
+        default=5.0,
         ge=0,
         le=60,
         description="The suite hop's batches start at least this far apart, each taking what "
         "came meanwhile: a batch makes every tier of each suite it touches, however few runs it "
-        "holds. Suite tiers are published up to this much later; 0: as soon as runs arrive.",
+        "holds. Suite tiers are published up to this much later, and up to as much again while "
+        "the other hops are busy (5 s: well within one scrape and one evaluation of the alert "
+        "rules); 0: as soon as runs arrive.",
     )
     batch_within_s: float = Field(
         default=0.2,

@@ -71,8 +71,9 @@ class Hop:
     paced: bool = False
     """Its batches start at least `suite_interval_s` apart: the suite hop, whose every batch
     makes all the tiers of each suite it touches (a millisecond or two each) however few runs
-    it holds. Paced, a steady stream costs it about a batch a second, not one per windows
-    batch; suite tiers are published up to that much later."""
+    it holds. Paced, a steady stream costs it a batch every `suite_interval_s` (5 s), not one
+    per windows batch. A paced hop is off the latency path: its turns wait for the gaps between
+    the other hops' batches (`latency_path.LatencyPath`), up to the interval again a batch."""
 
     inner: tuple[StatefulStage, ...] = ()
     """Stateful stages run inside this hop's batches, in the same process, as the processors of
@@ -84,6 +85,12 @@ class Hop:
     def batch_max(self, settings: Settings) -> int:
         """Records per batch of this hop."""
         return max(1, settings.batch_max_events // self.batch_share)
+
+    @property
+    def on_latency_path(self) -> bool:
+        """Whether a run's produce-to-aggregate latency waits on this hop's batches: every hop
+        but a paced one."""
+        return not self.paced
 
     def every(self, settings: Settings) -> float:
         """Seconds between the starts of two of its batches, at least."""

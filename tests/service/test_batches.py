@@ -16,6 +16,7 @@ from faust.types import StreamT
 
 from stream_app.service import batches
 from stream_app.service.batches import Batching, run_batches
+from stream_app.service.latency_path import LatencyPath
 from stream_app.service.outputs import Record
 from tests.stage_doubles import wiring
 
@@ -106,6 +107,41 @@ def test_batches_go_to_the_stage_with_the_batching_asked_for(
     run(stream, stage)
     assert stage.handled == [[0, 1], [2]]
     assert stream.asked == [(100, 0.2, 1.0)]
+    assert stops == []
+
+
+def test_a_batch_of_a_hop_on_the_latency_path_is_counted_there_until_confirmed(
+    stops: list[tuple[str, BaseException]],
+) -> None:
+    """From the stage's handling to its outputs' confirmation; a hop off the path (the suite
+    hop, given no path) counts nothing."""
+    path = LatencyPath()
+    seen: list[int] = []
+
+    class Counted(Stage):
+        async def handle(self, batch: Sequence[Record]) -> int:
+            seen.append(path.batches)
+            return await super().handle(batch)
+
+    def confirmed(stage: Stage) -> None:
+        confirms = stage.outputs.confirm
+
+        async def confirm(*, states: bool = True) -> None:
+            seen.append(path.batches)
+            await confirms(states=states)
+
+        stage.outputs.confirm = confirm  # type: ignore[method-assign]
+
+    for on_path, counted in ((path, [1, 1]), (None, [0, 0])):
+        seen.clear()
+        stage = Counted()
+        confirmed(stage)
+        taking = Batching(max_events=100, within_s=0.2, waiting=lambda: 0, path=on_path)
+        stream = cast(StreamT[bytes], Stream([events(0), events(1)]))
+        asyncio.run(run_batches(stream, stage, taking, stage.exporter))
+        assert seen == counted * 2
+        assert path.batches == 0
+        assert path.quiet.is_set()
     assert stops == []
 
 

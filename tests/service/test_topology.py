@@ -7,7 +7,8 @@ from typing import Any
 
 from faust.types import TP
 
-from stream_app.service.app import UnassignedChangelog, create_app, partitions_of
+from stream_app.service.app import UnassignedChangelog, Worker, create_app, partitions_of
+from stream_app.service.batches import Batching
 from stream_app.service.settings import TopicNames, load_settings
 from stream_app.service.topology import (
     HOPS,
@@ -45,6 +46,23 @@ def test_the_worker_reads_what_the_topology_says() -> None:
     assert set(source_topics(SETTINGS)) == set.union(*read.values()) | {
         changelog_topic(SETTINGS, stage) for stage in STATEFUL
     }
+
+
+def test_the_hops_on_the_latency_path_count_their_batches_and_the_suite_hop_waits() -> None:
+    """The validation and windows hops' batches are the latency path's; the suite hop's turns
+    wait for its gaps (`latency_path.py`)."""
+    worker = Worker(SETTINGS)
+    paths = {}
+    for agent in worker.app.agents.values():
+        cells = [cell.cell_contents for cell in agent.fun.__closure__ or ()]
+        batching = next(c for c in cells if isinstance(c, Batching))
+        paths[agent.name.rsplit(".", 1)[-1]] = batching.path
+    on_path = {hop.stage.name for hop in HOPS if hop.on_latency_path}
+    assert on_path == {"validate", "window"}
+    assert paths == {
+        hop.stage.name: worker.latency_path if hop.stage.name in on_path else None for hop in HOPS
+    }
+    assert worker.stages.suites.turns == worker.latency_path.turns
 
 
 def test_the_chain_reads_what_the_topology_says() -> None:

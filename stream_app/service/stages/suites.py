@@ -10,9 +10,8 @@ is quarantined alone. Beside them, a suite tier's mark: what made its last publi
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from stream_app.core.compact_json import dumps
@@ -24,6 +23,7 @@ from stream_app.core.suite.report import report_fingerprint, suite_tiers
 from stream_app.core.suite.share import ExperimentShare
 from stream_app.core.suite.state import SuiteState, fold_suite_items
 from stream_app.core.suite.statistics import SuiteStatus
+from stream_app.service.latency_path import Turn, next_turn, plain_turns
 from stream_app.service.outputs import Record
 from stream_app.service.partitioning import partition_for
 from stream_app.service.stages.table_stage import HopStage, Pauses
@@ -83,6 +83,11 @@ class SuitesStage(HopStage[SuiteState]):
         published again (or withdrawn) whatever the batch did to them."""
         self.made_by = report_fingerprint(self.settings).encode()
         """What makes this worker's reports: each published suite tier's mark."""
+        self.turns: Callable[[float], Turn] = plain_turns
+        """A batch's pauses between two suite tiers' folds or reports, for the other hops,
+        waiting at most the given seconds in all: the worker's are `LatencyPath.turns`."""
+        self.turn: Turn = next_turn
+        """The current batch's pause."""
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
@@ -192,12 +197,13 @@ class SuitesStage(HopStage[SuiteState]):
             for item in message.items:
                 items.append((key, item))
                 sources.append(record)
+        self.turn = self.turns(self.settings.suite_interval_s)  # waits: a batch's interval at most
         made = await self._prepare({key for key, _ in items})
         folded: FoldedBatch[str, SuiteState, str | None, SuiteStatus] = FoldedBatch()
         for indices in key_slices(items):  # a suite tier at a time, the other hops in between
             part = [items[i] for i in indices]
             folded.take(fold_suite_items(part, made.get, self.settings.drop_design), indices)
-            await asyncio.sleep(0)
+            await self.turn()
         await self.settle(folded, sources.__getitem__)
         for key, state in folded.states.items():
             changed = sorted({e for _, e in folded.steps[key] if e is not None})
@@ -259,7 +265,7 @@ class SuitesStage(HopStage[SuiteState]):
                 else:
                     self.exporter.set_suite(report)
                 # the other hops run between two reports
-                await (asyncio.sleep(0) if pause is None else pause())
+                await (self.turn() if pause is None else pause())
 
     async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
         """The suites of `partitions`, each as the keys of its tiers with records or a mark: a
