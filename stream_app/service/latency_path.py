@@ -60,8 +60,11 @@ class LatencyPath:
             end = started + min(self.patience, left)
             # the path may start its next batch before this task runs again: look once more
             while not self.quiet.is_set() and (remaining := end - loop.time()) > 0:
+                # `timeout`, not `wait_for`: no task per turn, and a cancellation (shutdown) that
+                # comes as the path goes quiet is not lost (3.11's `wait_for` may drop it)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.quiet.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self.quiet.wait()
             waited = loop.time() - started
             left -= waited
             if waited and self.waited is not None:

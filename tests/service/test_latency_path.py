@@ -84,6 +84,19 @@ async def test_a_batchs_turns_wait_at_most_its_budget_in_all() -> None:
         assert sum(waits) == pytest.approx(0.12, abs=0.05)
 
 
+async def test_a_turn_cancelled_while_it_waits_is_cancelled() -> None:
+    """A shutdown cancels the suite agent in a turn: the cancel is not lost, not even when the
+    path goes quiet in the same step."""
+    path = LatencyPath(patience=60)
+    with path.batch():
+        turn = asyncio.ensure_future(path.turns(60)())
+        await spin()
+        turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert turn.cancelled()
+
+
 async def test_a_failed_batch_leaves_the_path_quiet() -> None:
     path = LatencyPath()
     with pytest.raises(ValueError, match="failed"), path.batch():
