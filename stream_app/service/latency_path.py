@@ -48,33 +48,37 @@ class LatencyPath:
             if not self.batches:
                 self.quiet.set()
 
-    def turns(self, budget: float) -> Turn:
+    def turns(self, budget: float, hurry: Callable[[], bool] = lambda: False) -> Turn:
         """The turns of one batch off the path: each waits until the path is quiet, at most
-        `patience`, and all of them together at most `budget` seconds."""
+        `patience`, and all of them together at most `budget` seconds; none waits while
+        `hurry` says another writer waits for the batch's stage (a restoration)."""
         left = budget
 
         async def turn() -> None:
             nonlocal left
+            await asyncio.sleep(0)  # first: the path checked last, nothing awaited after it
             loop = asyncio.get_running_loop()
             started = loop.time()
             end = started + min(self.patience, left)
-            # the path may start its next batch before this task runs again: look once more
-            while not self.quiet.is_set() and (remaining := end - loop.time()) > 0:
+            waits = False
+            # the path may start its next batch before this task runs again: look again
+            while not self.quiet.is_set() and not hurry() and (remaining := end - loop.time()) > 0:
+                waits = True
                 # `timeout`, not `wait_for`: no task per turn, and a cancellation (shutdown) that
                 # comes as the path goes quiet is not lost (3.11's `wait_for` may drop it)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
                         await self.quiet.wait()
-            waited = loop.time() - started
-            left -= waited
-            if waited and self.waited is not None:
-                self.waited(waited)
-            await asyncio.sleep(0)
+            if waits:
+                waited = loop.time() - started
+                left -= waited
+                if self.waited is not None:
+                    self.waited(waited)
 
         return turn
 
 
-def plain_turns(budget: float) -> Turn:
+def plain_turns(budget: float, hurry: Callable[[], bool]) -> Turn:
     """Plain turns of the loop: a stage's pauses where no path is given (the stage tests)."""
     return next_turn
 

@@ -234,7 +234,7 @@ class Settings(CoreConfig, BaseSettings):
         "came meanwhile: a batch makes every tier of each suite it touches, however few runs it "
         "holds. Suite tiers are published up to this much later, and up to as much again while "
         "the other hops are busy (5 s: well within one scrape and one evaluation of the alert "
-        "rules); 0: as soon as runs arrive.",
+        "rules); 0: as soon as runs arrive, without waiting for the other hops.",
     )
     batch_within_s: float = Field(
         default=0.2,

@@ -83,7 +83,7 @@ class SuitesStage(HopStage[SuiteState]):
         published again (or withdrawn) whatever the batch did to them."""
         self.made_by = report_fingerprint(self.settings).encode()
         """What makes this worker's reports: each published suite tier's mark."""
-        self.turns: Callable[[float], Turn] = plain_turns
+        self.turns: Callable[[float, Callable[[], bool]], Turn] = plain_turns
         """A batch's pauses between two suite tiers' folds or reports, for the other hops,
         waiting at most the given seconds in all: the worker's are `LatencyPath.turns`."""
         self.turn: Turn = next_turn
@@ -197,7 +197,8 @@ class SuitesStage(HopStage[SuiteState]):
             for item in message.items:
                 items.append((key, item))
                 sources.append(record)
-        self.turn = self.turns(self.settings.suite_interval_s)  # waits: a batch's interval at most
+        # waits for the latency path: a batch's interval at most, none while a restoration waits
+        self.turn = self.turns(self.settings.suite_interval_s, lambda: self.queued > 0)
         made = await self._prepare({key for key, _ in items})
         folded: FoldedBatch[str, SuiteState, str | None, SuiteStatus] = FoldedBatch()
         for indices in key_slices(items):  # a suite tier at a time, the other hops in between
@@ -271,7 +272,7 @@ class SuitesStage(HopStage[SuiteState]):
         """The suites of `partitions`, each as the keys of its tiers with records or a mark: a
         suite tier is restored from all its records, and a suite's tiers together."""
         n = self.settings.partitions
-        async with self.lock:  # a suite tier's records are all on its suite's partition
+        async with self.locked():  # a suite tier's records are all on its suite's partition
             index = self._index()
             keys = sorted(
                 key

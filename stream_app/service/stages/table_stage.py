@@ -7,8 +7,9 @@ gauges one stored key has."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
@@ -127,6 +128,9 @@ class TableStage(Generic[S]):
         self.lock = asyncio.Lock()
         """Held by a batch, by recovery and by other writers of the table (retirement), which
         run between batches on the same event loop."""
+        self.queued = 0
+        """Writers other than the batches waiting for the lock (`locked`): a batch then takes
+        its turns without waiting for the latency path (`latency_path`)."""
         self.generation = 0
         """Counts rebalances (revocations): a writer that awaited across one must not go on
         with keys it may no longer own."""
@@ -223,7 +227,7 @@ class TableStage(Generic[S]):
         now); raises `Revoked` once a revocation has come since, even while this waited for
         the lock."""
         start = self.generation if generation is None else generation
-        async with self.lock:
+        async with self.locked():
             if self.generation != start:
                 raise Revoked
             self.drop_cache()
@@ -247,7 +251,7 @@ class TableStage(Generic[S]):
         try:
             for done, unit in enumerate(units, start=1):
                 await pause()
-                async with self.lock:
+                async with self.locked():
                     if self.generation != generation:
                         raise Revoked
                     await self.restore_unit(unit, pause)
@@ -292,8 +296,21 @@ class TableStage(Generic[S]):
         """Partitions were revoked: once the writer that holds the table is done (a retirement,
         a restoration's key; Faust has waited for the batches), so that every state it changed
         is on the changelog before another worker reads it, `on_revoked`."""
-        async with self.lock:
+        async with self.locked():
             self.on_revoked(lost)
+
+    @contextlib.asynccontextmanager
+    async def locked(self) -> AsyncIterator[None]:
+        """The lock, for a writer other than the batches: counted while it waits (`queued`)."""
+        self.queued += 1
+        try:
+            await self.lock.acquire()
+        finally:
+            self.queued -= 1
+        try:
+            yield
+        finally:
+            self.lock.release()
 
     def on_revoked(self, lost: set[int]) -> None:
         """A recovery or restoration under way stops, the cache goes. The gauges stay until
