@@ -86,8 +86,6 @@ class SuitesStage(HopStage[SuiteState]):
         self.turns: Callable[[float, Callable[[], bool]], Turn] = plain_turns
         """A batch's pauses between two suite tiers' folds or reports, for the other hops,
         waiting at most the given seconds in all: the worker's are `LatencyPath.turns`."""
-        self.turn: Turn = next_turn
-        """The current batch's pause."""
 
     @classmethod
     def partition_key_of(cls, key: str) -> str:
@@ -198,20 +196,20 @@ class SuitesStage(HopStage[SuiteState]):
                 items.append((key, item))
                 sources.append(record)
         # waits for the latency path: a batch's interval at most, none while a restoration waits
-        self.turn = self.turns(self.settings.suite_interval_s, lambda: self.queued > 0)
+        turn = self.turns(self.settings.suite_interval_s, lambda: self.queued > 0)
         made = await self._prepare({key for key, _ in items})
         folded: FoldedBatch[str, SuiteState, str | None, SuiteStatus] = FoldedBatch()
         for indices in key_slices(items):  # a suite tier at a time, the other hops in between
             part = [items[i] for i in indices]
             folded.take(fold_suite_items(part, made.get, self.settings.drop_design), indices)
-            await self.turn()
+            await turn()
         await self.settle(folded, sources.__getitem__)
         for key, state in folded.states.items():
             changed = sorted({e for _, e in folded.steps[key] if e is not None})
             for experiment in changed:
                 await self._put(key, experiment, state.shares.get(experiment))
         touched = {*folded.states, *self.purged}
-        await self._publish_suites(touched, {**made, **folded.states})
+        await self._publish_suites(touched, {**made, **folded.states}, turn=turn)
         return len(batch)
 
     async def _publish_suites(
@@ -221,10 +219,11 @@ class SuitesStage(HopStage[SuiteState]):
         pause: Pauses | None = None,
         *,
         publish: bool = True,
+        turn: Turn = next_turn,
     ) -> None:
         """Publish every tier of each suite a key of `touched` belongs to (made from `states`,
         else the cache or the records), and withdraw each touched or quarantined suite tier with
-        no experiment left; `pause` between reports (a restoration's), else a turn of the loop.
+        no experiment left; `pause` between reports (a restoration's), else `turn` (a batch's).
         With `publish` False, only the gauges are set (`restore_gauges`)."""
         by_suite: dict[str, set[str]] = {}
         for key in touched:
@@ -266,7 +265,7 @@ class SuitesStage(HopStage[SuiteState]):
                 else:
                     self.exporter.set_suite(report)
                 # the other hops run between two reports
-                await (self.turn() if pause is None else pause())
+                await (turn() if pause is None else pause())
 
     async def units_of(self, partitions: set[int], pause: Pauses) -> list[Any]:
         """The suites of `partitions`, each as the keys of its tiers with records or a mark: a

@@ -364,7 +364,7 @@ class WindowsStage(HopStage[TierState]):
         """Retire every owned experiment idle for longer than the TTL (the timer's check; a
         batch checks too, before its runs), unless this worker is behind its input. Returns
         the retired experiments."""
-        async with self.lock:
+        async with self.locked():
             retired = [] if self.lagging() else await self._retire(now_us)
             self.exporter.experiments.set(len(self.idle.last))
             return retired
