@@ -1,8 +1,8 @@
 """The sparse detector's inputs (some of a suite's experiments fell, the change at any whole day
-of the window): each experiment's evidence per day, and per end hour and change day j the sum
-over experiments of their terms log(1 - pi + pi e^L), L their evidence since j; kept up to date
-as cells move, brought up to date once per experiment and hour changed (`flush`), however many
-runs. Its statistics read from them. docs/statistics.md, 'Suites'."""
+of the window): per end hour and change day j the sum over experiments of their terms
+log(1 - pi + pi e^L), L their evidence since j; kept up to date as cells move, brought up to
+date once per experiment and hour changed (`flush`), however many runs. Its statistics read
+from them. docs/statistics.md, 'Suites'."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from stream_app.core.suite.arithmetic import (
     sparse_term,
 )
 from stream_app.core.suite.evidence import SIZE, Evidence
-from stream_app.core.suite.share import CELL, RUNS
+from stream_app.core.suite.share import RUNS
 
 Cells = dict[int, list[int]]
 """Sums per hour (or per day): the evidence, then the run count (a cell)."""
@@ -30,8 +30,6 @@ class SparseStatistics:
     on the window's whole days)."""
 
     def __init__(self) -> None:
-        self.days: dict[str, Cells] = {}
-        """Each experiment's evidence per whole day of the window."""
         self.terms: dict[int, dict[int, list[int]]] = {}
         """For each end hour and change day j up to its day: the experiments' terms of their
         evidence since j, summed."""
@@ -43,24 +41,12 @@ class SparseStatistics:
         self.pending: dict[str, dict[int, list[int]]] = {}
         """Evidence moved per experiment and hour since the terms were last brought up to date."""
 
-    def own_days(self, experiment: str) -> None:
-        """The experiment's day sums, this object's own to change (a copy shares them)."""
-        days = self.days.get(experiment)
-        if days is not None:
-            self.days[experiment] = {d: list(v) for d, v in days.items()}
-
     def changed(self, experiment: str, hour: int, delta: Evidence | list[int], first: int) -> None:
-        """An experiment's evidence at `hour` (in the window) moved by `delta`: its day sum now,
-        the terms when next needed (`flush`)."""
-        day = hour // 24
-        if day < first:  # the window's first, partial day: pooled detector only
+        """An experiment's evidence at `hour` (in the window) moved by `delta`: the terms when
+        next needed (`flush`)."""
+        if hour // 24 < first:  # the window's first, partial day: pooled detector only
             return
-        accumulate(self.days.setdefault(experiment, {}).setdefault(day, [0] * CELL), delta)
         accumulate(self.pending.setdefault(experiment, {}).setdefault(hour, [0] * SIZE), delta)
-
-    def day_left(self, experiment: str, day: int) -> None:
-        """The experiment has no evidence left on `day` in the window."""
-        self.days.get(experiment, {}).pop(day, None)
 
     def flush(self, first: int, pooled: Cells, hours_of: HoursOf) -> None:
         """The pending changes into the terms: first the new end hours, each starting as the one
@@ -82,14 +68,7 @@ class SparseStatistics:
                 self.ends.insert(i, hour)
         self.valid = min(self.valid, bisect.bisect_left(self.ends, hours[0]))
         for experiment, changes in pending.items():
-            move_terms(
-                self.terms,
-                self.ends,
-                changes,
-                first,
-                cells=hours_of(experiment),
-                days=self.days.get(experiment, {}),
-            )
+            move_terms(self.terms, self.ends, changes, first, cells=hours_of(experiment))
 
     def end_left(self, hour: int, first: int, pooled: Cells, hours_of: HoursOf) -> None:
         """No experiment has evidence at `hour` any more: it is no end hour (after the pending
@@ -102,8 +81,7 @@ class SparseStatistics:
             self.valid = min(self.valid, i)
 
     def slide(self, first: int, kept: Callable[[int], bool]) -> None:
-        """The window moved: days before `first` go, and end hours no longer `kept`."""
-        self.days = {e: {d: v for d, v in b.items() if d >= first} for e, b in self.days.items()}
+        """The window moved: change days before `first` go, and end hours no longer `kept`."""
         self.ends = [h for h in self.ends if h // 24 >= first and kept(h)]
         self.terms = {h: {j: v for j, v in self.terms[h].items() if j >= first} for h in self.ends}
         self.values, self.valid = [], 0
@@ -112,12 +90,6 @@ class SparseStatistics:
         self, first: int, pooled: Cells, cells: Mapping[str, list[tuple[int, list[int]]]]
     ) -> None:
         """Made again from each experiment's cells on the window's whole days (hour order)."""
-        self.days = {}
-        for name, own in cells.items():
-            days: Cells = {}
-            for hour, values in own:
-                accumulate(days.setdefault(hour // 24, [0] * CELL), values)
-            self.days[name] = days
         self.ends = sorted(h for h in pooled if h // 24 >= first)
         self.terms = {h: {j: [0] * SIZE for j in range(first, h // 24 + 1)} for h in self.ends}
         self.values, self.valid, self.pending = [], 0, {}
@@ -152,10 +124,8 @@ class SparseStatistics:
         return self.values
 
     def copy(self) -> SparseStatistics:
-        """A copy whose terms are its own and whose day sums it shares until `own_days` (after a
-        `flush`: nothing pending)."""
+        """An independent copy (after a `flush`: nothing pending)."""
         out = SparseStatistics()
-        out.days = dict(self.days)
         out.terms = {h: {j: list(v) for j, v in p.items()} for h, p in self.terms.items()}
         out.ends, out.values, out.valid = list(self.ends), list(self.values), self.valid
         return out
@@ -168,14 +138,18 @@ def move_terms(
     first: int,
     *,
     cells: Cells,
-    days: Cells,
 ) -> None:
     """One experiment's terms in every end hour of `ends` from its first change on, for each
     change day j: from its evidence since j before `changes` to its evidence since j now
-    (`cells`, `days`: its evidence per hour and per day, the changes in)."""
+    (`cells`: its evidence per hour, the changes in). Its day sums are made here, not kept: an
+    experiment's hours are few, and a suite keeps thousands of experiments."""
     by_day: dict[int, list[int]] = {}
     for hour, delta in changes.items():
         accumulate(by_day.setdefault(hour // 24, [0] * SIZE), delta)
+    days: Cells = {}  # its whole days' sums; a day after an end hour's is never read for it
+    for hour, values in cells.items():
+        if hour // 24 >= first:
+            accumulate(days.setdefault(hour // 24, [0] * SIZE), values)
     for end in ends[bisect.bisect_left(ends, min(changes)) :]:
         end_day = end // 24
         since, moved_by = [0] * SIZE, [0] * SIZE  # since j, j going down from end_day

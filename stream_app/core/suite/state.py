@@ -40,8 +40,8 @@ class SuiteState:
         """The runs of every share, counted as they come (not summed at each look)."""
         self.watched = Watched()
         self._mine: set[str] = set(self.shares)
-        """The experiments whose share and day sums this state may change in place (a copy
-        shares the others' with the state it was made from)."""
+        """The experiments whose share this state may change in place (a copy shares the
+        others' with the state it was made from)."""
         self._stale = True
         """The statistics must be made again from the shares (after removals: once a batch)."""
         self.moved: set[str] = set()
@@ -90,9 +90,7 @@ class SuiteState:
         first = self.clock.first_day()
         self.watched.add(experiment, -1)
         self.statistics.evidence(experiment, old, [-v for v in values], first)
-        day = old // 24
-        day_left = not any(h // 24 == day and self.clock.holds(h) for h in share.hours)
-        self.statistics.hour_left(experiment, old, day_left, first, self.hours_of)
+        self.statistics.hour_left(old, first, self.hours_of)
 
     def _own(self, experiment: str) -> ExperimentShare:
         """The experiment's share, this state's own to change (copied if shared)."""
@@ -100,7 +98,6 @@ class SuiteState:
         if share is None or experiment not in self._mine:
             share = share.copy() if share is not None else ExperimentShare()
             self.shares[experiment] = share
-            self.statistics.sparse.own_days(experiment)
             self._mine.add(experiment)
         return share
 
@@ -132,7 +129,6 @@ class SuiteState:
         for name, share in list(self.shares.items()):
             if share.newest is not None and share.newest > end:
                 for hour in sorted(h for h in share.hours if h > end and self.clock.holds(h)):
-                    self._own(name)  # its day sums, this state's to change
                     self.statistics.pooled.enter(hour)
                     self.statistics.evidence(name, hour, share.hours[hour], first)
         self.watched = self._count_watched()
@@ -170,7 +166,7 @@ class SuiteState:
         self._flush()
         out = SuiteState.__new__(SuiteState)
         out._stale, out.moved, out.comparison = False, set(), None
-        out.shares = dict(self.shares)  # shared until changed, with the day sums
+        out.shares = dict(self.shares)  # shared until changed
         out._mine, self._mine = set(), set()
         out.clock = SuiteClock(self.clock.top, self.clock.leader)
         out.runs, out.watched = self.runs, self.watched.copy()

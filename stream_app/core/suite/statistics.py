@@ -107,13 +107,8 @@ class SuiteStatistics:
         self.pooled.add(hour, values)
         self.sparse.changed(experiment, hour, values, first)
 
-    def hour_left(
-        self, experiment: str, hour: int, day_left: bool, first: int, hours_of: HoursOf
-    ) -> None:
-        """`experiment`'s evidence at `hour` (in the window, already taken out) is gone; with
-        `day_left`, it has none left on that day."""
-        if day_left:
-            self.sparse.day_left(experiment, hour // 24)
+    def hour_left(self, hour: int, first: int, hours_of: HoursOf) -> None:
+        """An experiment's evidence at `hour` (in the window, already taken out) is gone."""
         if self.pooled.leave(hour):
             self.sparse.end_left(hour, first, self.pooled.sums, hours_of)
 
@@ -153,5 +148,5 @@ class SuiteStatistics:
         return self.sparse.statistics(threshold, start, self.pooled.sums)
 
     def copy(self) -> SuiteStatistics:
-        """A copy (after a `flush`), sharing the sparse detector's day sums until owned."""
+        """An independent copy (after a `flush`)."""
         return SuiteStatistics(self.pooled.copy(), self.sparse.copy(), self.cap)
