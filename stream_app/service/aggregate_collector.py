@@ -8,16 +8,20 @@ sample to set and again to render: too slow for thousands of tiers), nor a rende
 
 from __future__ import annotations
 
+import itertools
 import math
+import struct
+import sys
 from collections.abc import Iterator, Mapping
-from datetime import datetime
-from typing import Final, NamedTuple
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Final, NamedTuple, get_args
 
 from prometheus_client.core import GaugeMetricFamily
 
 from schemas.aggregates import DropStatus, Statistics, TierAggregate
 from schemas.common import Grade
 from schemas.cross_tier import CrossTierReport
+from stream_app.core.window import from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import grade_points
 from stream_app.service.exported_statistics import (
     DEFAULT_EXPORTED_STATISTICS,
@@ -226,26 +230,34 @@ def expand(name: str, labels: str, samples: str) -> str:
     return head + samples[:-1].replace("\n", "\n" + head) + "\n"
 
 
-def packed(samples: tuple[str, ...]) -> tuple[str, str]:
-    """A key's samples of every family as one string, and where each family's ends in it
-    (after a leading 0), each offset a character (`chr`): a few hundred bytes a tier, where its
-    lines, each repeating the family's name and the key's labels, took about 2 KiB. Strings,
-    not an array, which the garbage collector would track."""
-    ends = [0]
-    for text in samples:
-        ends.append(ends[-1] + len(text))
-    return "".join(samples), "".join(map(chr, ends))
+GRADES: Final[tuple[Grade, ...]] = get_args(Grade)
+_TIER_HEAD: Final = struct.Struct("<BBqqdqi")
+"""A tier row's fields for the experiment list: grade, dropped, runs, capacity, composite
+median, and its latest run's time (microseconds since the epoch, and its zone's offset in
+seconds)."""
+_OFFSET: Final = struct.Struct("<I")
+_BOUNDS: Final = struct.Struct("<II")
 
 
-class TierEntry(NamedTuple):
-    """What the worker keeps of a tier's latest aggregate: its labels and samples (`packed`),
-    and the few fields of the experiment list. The aggregate itself is read from the tier's
-    table when asked for (the query API). No pydantic model: one per tier made the garbage
-    collector's full collections long enough to stall `/healthz`."""
+def packed(head: bytes, labels: str, samples: tuple[str, ...]) -> bytes:
+    """A key's row, one bytes object: `head` (a tier's fields, nothing for an experiment), then
+    where its labels end and where each family's samples end, then its labels and every
+    family's samples in UTF-8. Not a tuple of strings and fields: a tier took seven objects that
+    way, one of them tracked by the garbage collector; a bytes object is not tracked
+    (docs/benchmark-history.md, 'A key's gauges in one row')."""
+    texts = (labels, *samples)
+    body = "".join(texts).encode()
+    ends = list(itertools.accumulate(map(len, texts)))
+    if ends[-1] != len(body):  # not ASCII: the texts' lengths in bytes
+        ends = list(itertools.accumulate(len(text.encode()) for text in texts))
+    start = len(head) + _OFFSET.size * len(texts)
+    return head + struct.pack(f"<{len(texts)}I", *(start + end for end in ends)) + body
 
-    labels: str
-    samples: str
-    ends: str
+
+class TierFields(NamedTuple):
+    """What the experiment list shows of a tier, read from its row (`tier_fields`); the
+    aggregate itself is read from the tier's table when asked for (the query API)."""
+
     grade: Grade
     runs: int
     capacity: int
@@ -254,16 +266,27 @@ class TierEntry(NamedTuple):
     dropped: bool
 
 
-class ExperimentEntry(NamedTuple):
-    """An experiment's latest cross-tier report: its label and samples (`packed`)."""
+def tier_head(agg: TierAggregate) -> bytes:
+    """A tier's fields for its row."""
+    latest = agg.latest_completed_at
+    offset = latest.utcoffset() or timedelta(0)
+    return _TIER_HEAD.pack(
+        GRADES.index(agg.grade),
+        agg.drop.dropped,
+        agg.runs,
+        agg.capacity,
+        agg.composite_score.median,
+        to_epoch_us(latest),
+        offset // timedelta(seconds=1),
+    )
 
-    labels: str
-    samples: str
-    ends: str
 
-
-Row = TierEntry | ExperimentEntry
-"""A key's entry: its labels, packed samples and their ends first."""
+def tier_fields(row: bytes) -> TierFields:
+    """A tier's fields, read from its row."""
+    grade, dropped, runs, capacity, median, latest_us, offset = _TIER_HEAD.unpack_from(row)
+    zone = UTC if offset == 0 else timezone(timedelta(seconds=offset))
+    latest = from_epoch_us(latest_us).astimezone(zone)
+    return TierFields(GRADES[grade], runs, capacity, median, latest, bool(dropped))
 
 
 CHUNK_ROWS: Final = 5000
@@ -277,8 +300,9 @@ class AggregateCollector:
     each key's labels to them."""
 
     def __init__(self, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS) -> None:
-        self.tiers: dict[tuple[str, str], TierEntry] = {}
-        self.experiments: dict[str, ExperimentEntry] = {}
+        self.tiers: dict[tuple[str, str], bytes] = {}
+        """Each tier's row (`packed`), keyed by its experiment and tier, interned."""
+        self.experiments: dict[str, bytes] = {}
         self.exported = exported
         self.multiline: tuple[set[int], set[int]] = (set(), set())
         """The tier and the experiment families some key has had more than one sample of (the
@@ -288,23 +312,15 @@ class AggregateCollector:
         """Keep a tier's latest aggregate."""
         samples = tier_samples(agg, self.exported)
         _note_lines(samples, self.multiline[0])
-        self.tiers[(agg.experiment_id, agg.tier)] = TierEntry(
-            tier_labels(agg),
-            *packed(samples),
-            agg.grade,
-            agg.runs,
-            agg.capacity,
-            agg.composite_score.median,
-            agg.latest_completed_at,
-            agg.drop.dropped,
-        )
+        key = (sys.intern(agg.experiment_id), sys.intern(agg.tier))  # a string for 7 tiers
+        self.tiers[key] = packed(tier_head(agg), tier_labels(agg), samples)
 
     def set_experiment(self, report: CrossTierReport) -> None:
         """Keep an experiment's latest report."""
         samples = experiment_samples(report)
         _note_lines(samples, self.multiline[1])
-        self.experiments[report.experiment_id] = ExperimentEntry(
-            experiment_labels(report), *packed(samples)
+        self.experiments[sys.intern(report.experiment_id)] = packed(
+            b"", experiment_labels(report), samples
         )
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
@@ -315,18 +331,30 @@ class AggregateCollector:
     def render(self) -> Iterator[bytes]:
         """The text exposition of every stored aggregate and report, a family at a time in
         chunks of `CHUNK_ROWS` keys, each made when it is asked for."""
-        per_tier: list[Row] = list(self.tiers.values())
-        per_experiment: list[Row] = list(self.experiments.values())
-        for families, rows, multiline in (
-            (TIER_FAMILIES, per_tier, self.multiline[0]),
-            (EXPERIMENT_FAMILIES, per_experiment, self.multiline[1]),
+        per_tier = list(self.tiers.values())
+        per_experiment = list(self.experiments.values())
+        for families, rows, head, multiline in (
+            (TIER_FAMILIES, per_tier, _TIER_HEAD.size, self.multiline[0]),
+            (EXPERIMENT_FAMILIES, per_experiment, 0, self.multiline[1]),
         ):
+            labels = row_labels(rows, head, len(families))
             for i, (name, doc) in enumerate(families):
                 yield f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode()
+                at = head + _OFFSET.size * i  # family i begins where the one before ends
                 for first in range(0, len(rows), CHUNK_ROWS):
-                    text = family_text(name, i, rows[first : first + CHUNK_ROWS], i in multiline)
+                    last = first + CHUNK_ROWS
+                    text = family_text(
+                        name, at, rows[first:last], labels[first:last], i in multiline
+                    )
                     if text:
-                        yield text.encode()
+                        yield text
+
+
+def row_labels(rows: list[bytes], head: int, families: int) -> list[bytes]:
+    """Each row's labels (`packed`), read once for every family of a scrape."""
+    start = head + _OFFSET.size * (families + 1)
+    end = _OFFSET.unpack_from
+    return [row[start : end(row, head)[0]] for row in rows]
 
 
 def _note_lines(samples: tuple[str, ...], multiline: set[int]) -> None:
@@ -336,26 +364,27 @@ def _note_lines(samples: tuple[str, ...], multiline: set[int]) -> None:
             multiline.add(i)
 
 
-def family_text(name: str, i: int, rows: list[Row], multiline: bool) -> str:
-    """The lines of family `i` of `rows`: `expand` over each row, written out because it runs
-    for every key at every scrape. About twice the cost of joining ready lines, for a fifth of
-    the memory of those lines and the JSON kept beside them (docs/benchmark-history.md)."""
-    start = f"{name}{{"
-    again = f"\n{start}"
-    parts: list[str] = []
+def family_text(
+    name: str, at: int, rows: list[bytes], labels: list[bytes], multiline: bool
+) -> bytes:
+    """The lines of one family of `rows` (where its samples begin and end: at `at` in each row;
+    `labels`: each row's): `expand` over each row, written out because it runs for every key
+    at every scrape. About twice the cost of joining ready lines, for a fifth of the memory of
+    those lines and the JSON kept beside them (docs/benchmark-history.md)."""
+    start = f"{name}{{".encode()
+    again = b"\n" + start
+    parts: list[bytes] = []
     add = parts.append
-    j = i + 1
+    bounds = _BOUNDS.unpack_from
     if multiline:
-        for row in rows:
-            ends = row[2]
-            begin, end = ord(ends[i]), ord(ends[j])
+        for row, own in zip(rows, labels, strict=True):
+            begin, end = bounds(row, at)
             if begin != end:
-                text = row[1][begin : end - 1].replace("\n", again + row[0])
-                add(start + row[0] + text + "\n")
+                text = row[begin : end - 1].replace(b"\n", again + own)
+                add(start + own + text + b"\n")
     else:
-        for row in rows:
-            ends = row[2]
-            begin, end = ord(ends[i]), ord(ends[j])
+        for row, own in zip(rows, labels, strict=True):
+            begin, end = bounds(row, at)
             if begin != end:
-                add(start + row[0] + row[1][begin:end])
-    return "".join(parts)
+                add(start + own + row[begin:end])
+    return b"".join(parts)

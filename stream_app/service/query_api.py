@@ -28,7 +28,7 @@ from schemas.query_api import (
     TierSummary,
 )
 from schemas.suites import SuiteTier
-from stream_app.service.aggregate_collector import AggregateCollector
+from stream_app.service.aggregate_collector import AggregateCollector, tier_fields
 from stream_app.service.exporter import SuiteCollector
 
 TIERS: Final = (*(f"T{i}" for i in range(100)), *(f"T0{i}" for i in range(10)))
@@ -62,17 +62,9 @@ class QueryAnswers:
     def summaries(self) -> list[ExperimentSummary]:
         """Every experiment this worker owns, by id."""
         by_experiment: dict[str, list[TierSummary]] = {}
-        for (experiment_id, tier), entry in list(self.collector.tiers.items()):
+        for (experiment_id, tier), row in list(self.collector.tiers.items()):
             by_experiment.setdefault(experiment_id, []).append(
-                TierSummary(
-                    tier=tier,
-                    grade=entry.grade,
-                    runs=entry.runs,
-                    capacity=entry.capacity,
-                    composite_median=entry.composite_median,
-                    latest_completed_at=entry.latest_completed_at,
-                    dropped=entry.dropped,
-                )
+                TierSummary(tier=tier, **tier_fields(row)._asdict())
             )
         return [summary(e, by_experiment[e]) for e in sorted(by_experiment)]
 

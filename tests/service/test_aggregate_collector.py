@@ -1,6 +1,7 @@
 """The aggregate gauges, built at scrape time from the latest aggregate and report per key."""
 
 import math
+from datetime import UTC, timedelta, timezone, tzinfo
 
 import pytest
 
@@ -13,6 +14,7 @@ from stream_app.service.aggregate_collector import (
     TIER_FAMILIES,
     AggregateCollector,
     experiment_lines,
+    tier_fields,
     tier_lines,
 )
 from stream_app.service.exported_statistics import ExportedStatistics
@@ -193,7 +195,7 @@ def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
     """The compact samples render to exactly the lines `tier_lines` and `experiment_lines`
     write, in order, across chunk boundaries, with a family that has one sample for most keys
     and several for a later one (two statistics of a field for one tier), and a label value
-    that needs escaping."""
+    that needs escaping and is not ASCII."""
     monkeypatch.setattr(aggregate_collector, "CHUNK_ROWS", 3)
     tiers, [report] = replayed(2)
     exported: ExportedStatistics = {"composite_score": ("median",), "cost_usd": ("median",)}
@@ -201,7 +203,7 @@ def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
     written = []
     for e in range(4):
         for agg in tiers:
-            named = agg.model_copy(update={"experiment_id": f'e"{e}\\\n'})
+            named = agg.model_copy(update={"experiment_id": f'é"{e}\\\n'})
             collector.set_tier(named)
             written.append(tier_lines(named, exported))
     collector.exported = {"composite_score": ("median", "max"), "cost_usd": ("median",)}
@@ -227,3 +229,22 @@ def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
         f"# HELP {name} {doc}\n# TYPE {name} gauge\n" + "".join(lines[i] for lines in reports)
         for i, (name, doc) in enumerate(EXPERIMENT_FAMILIES)
     )
+
+
+@pytest.mark.parametrize("zone", [UTC, timezone(timedelta(hours=-7, minutes=-30))])
+def test_a_tier_row_keeps_the_experiment_list_s_fields(zone: tzinfo) -> None:
+    [agg, *_] = replayed(1)[0]
+    latest = agg.latest_completed_at.astimezone(zone) + timedelta(microseconds=1)
+    agg = agg.model_copy(update={"latest_completed_at": latest, "grade": "D"})
+    collector = AggregateCollector()
+    collector.set_tier(agg)
+    fields = tier_fields(collector.tiers[("exp", "T0")])
+    assert fields._asdict() == {
+        "grade": "D",
+        "runs": agg.runs,
+        "capacity": agg.capacity,
+        "composite_median": agg.composite_score.median,
+        "latest_completed_at": latest,
+        "dropped": agg.drop.dropped,
+    }
+    assert fields.latest_completed_at.isoformat() == latest.isoformat()  # its zone too
