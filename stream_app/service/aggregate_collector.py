@@ -244,7 +244,7 @@ def packed(head: bytes, labels: str, samples: tuple[str, ...]) -> bytes:
     where its labels end and where each family's samples end, then its labels and every
     family's samples in UTF-8. Not a tuple of strings and fields: a tier took seven objects that
     way, one of them tracked by the garbage collector; a bytes object is not tracked
-    (docs/benchmark-history.md, 'A key's gauges in one row')."""
+    (docs/benchmark-history.md, 'A tier's memory, counted')."""
     texts = (labels, *samples)
     body = "".join(texts).encode()
     ends = list(itertools.accumulate(map(len, texts)))
@@ -301,7 +301,7 @@ class AggregateCollector:
 
     def __init__(self, exported: ExportedStatistics = DEFAULT_EXPORTED_STATISTICS) -> None:
         self.tiers: dict[tuple[str, str], bytes] = {}
-        """Each tier's row (`packed`), keyed by its experiment and tier, interned."""
+        """Each tier's row (`packed`), keyed by its experiment and tier."""
         self.experiments: dict[str, bytes] = {}
         self.exported = exported
         self.multiline: tuple[set[int], set[int]] = (set(), set())
@@ -312,16 +312,16 @@ class AggregateCollector:
         """Keep a tier's latest aggregate."""
         samples = tier_samples(agg, self.exported)
         _note_lines(samples, self.multiline[0])
-        key = (sys.intern(agg.experiment_id), sys.intern(agg.tier))  # a string for 7 tiers
+        # Tiers are T0-T99, so interned; experiment ids are not: on Python 3.12 an interned
+        # string is never freed, and a worker sees ids without end.
+        key = (agg.experiment_id, sys.intern(agg.tier))
         self.tiers[key] = packed(tier_head(agg), tier_labels(agg), samples)
 
     def set_experiment(self, report: CrossTierReport) -> None:
         """Keep an experiment's latest report."""
         samples = experiment_samples(report)
         _note_lines(samples, self.multiline[1])
-        self.experiments[sys.intern(report.experiment_id)] = packed(
-            b"", experiment_labels(report), samples
-        )
+        self.experiments[report.experiment_id] = packed(b"", experiment_labels(report), samples)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         """The families (without samples), for checks of what `/metrics` can carry."""

@@ -8,7 +8,6 @@ and how: docs/statistics.md, 'Suites'; docs/architecture.md, 'The suite hop'."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 
 from stream_app.core.drop_detector import DropDesign
@@ -34,10 +33,7 @@ class SuiteState:
     its comparison (`core.suite.comparison`), which the report updates with what `moved`."""
 
     def __init__(self, shares: dict[str, ExperimentShare] | None = None) -> None:
-        self.shares: dict[str, ExperimentShare] = {
-            sys.intern(name): share for name, share in (shares or {}).items()
-        }
-        """Keyed by interned names: a suite's experiment is one string in all its tiers."""
+        self.shares: dict[str, ExperimentShare] = dict(shares or {})
         self.clock = SuiteClock()
         self.statistics = SuiteStatistics()
         self.runs = 0
@@ -57,7 +53,6 @@ class SuiteState:
         the same in every order of the experiments (each experiment's own order kept)."""
         if self._stale:
             self._rebuild()
-        experiment = sys.intern(experiment)  # the key of its share, its counts and comparison
         share = self._own(experiment)
         if not share.takes(run):
             return False
