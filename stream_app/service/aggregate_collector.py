@@ -337,21 +337,21 @@ class AggregateCollector:
             (TIER_FAMILIES, per_tier, _TIER_HEAD.size, self.multiline[0]),
             (EXPERIMENT_FAMILIES, per_experiment, 0, self.multiline[1]),
         ):
-            labels = row_labels(rows, head, len(families))
+            labels: list[list[bytes]] = []  # each chunk's, read in the first family's step
             for i, (name, doc) in enumerate(families):
                 yield f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode()
                 at = head + _OFFSET.size * i  # family i begins where the one before ends
-                for first in range(0, len(rows), CHUNK_ROWS):
-                    last = first + CHUNK_ROWS
-                    text = family_text(
-                        name, at, rows[first:last], labels[first:last], i in multiline
-                    )
+                for c, first in enumerate(range(0, len(rows), CHUNK_ROWS)):
+                    chunk = rows[first : first + CHUNK_ROWS]
+                    if c == len(labels):
+                        labels.append(row_labels(chunk, head, len(families)))
+                    text = family_text(name, at, chunk, labels[c], i in multiline)
                     if text:
                         yield text
 
 
 def row_labels(rows: list[bytes], head: int, families: int) -> list[bytes]:
-    """Each row's labels (`packed`), read once for every family of a scrape."""
+    """Each row's labels (`packed`), read once a scrape for all its families."""
     start = head + _OFFSET.size * (families + 1)
     end = _OFFSET.unpack_from
     return [row[start : end(row, head)[0]] for row in rows]

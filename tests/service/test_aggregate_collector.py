@@ -197,6 +197,14 @@ def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
     and several for a later one (two statistics of a field for one tier), and a label value
     that needs escaping and is not ASCII."""
     monkeypatch.setattr(aggregate_collector, "CHUNK_ROWS", 3)
+    read = aggregate_collector.row_labels
+    reads: list[int] = []  # each step of a render reads at most a chunk's rows
+
+    def counted(rows: list[bytes], head: int, families: int) -> list[bytes]:
+        reads.append(len(rows))
+        return read(rows, head, families)
+
+    monkeypatch.setattr(aggregate_collector, "row_labels", counted)
     tiers, [report] = replayed(2)
     exported: ExportedStatistics = {"composite_score": ("median",), "cost_usd": ("median",)}
     collector = AggregateCollector(exported)
@@ -214,6 +222,7 @@ def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
         named_report = report.model_copy(update={"experiment_id": f"x{e}"})
         collector.set_experiment(named_report)
     page = b"".join(collector.render()).decode()
+    assert reads == [3, 3, 3, 3, 2]  # 9 tier rows, then 5 experiment rows: once a scrape
     expected = "".join(
         f"# HELP {name} {doc}\n# TYPE {name} gauge\n" + "".join(lines[i] for lines in written)
         for i, (name, doc) in enumerate(TIER_FAMILIES)
