@@ -209,8 +209,11 @@ class Worker:
     async def restore_gauges(
         self, stage: TableStage[Any], partitions: set[int], generation: int
     ) -> None:
-        """Restore a stage's gauges of `partitions`; a revocation cuts it short (the recovery
-        that follows restores what is then owned)."""
+        """Restore a stage's gauges of `partitions` once the rebalance has settled; a revocation
+        cuts it short (the recovery that follows restores what is then owned). Not before: a
+        restoration is seconds of CPU with 100,000 tiers, and Faust's recovery still has to seek
+        the stream partitions, through the consumer thread, before the worker is ready."""
+        await self.app.settled.wait()
         started = time.monotonic()
         try:
             count = await stage.restore_gauges(partitions, generation)

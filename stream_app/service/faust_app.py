@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -95,7 +96,22 @@ class EvalstreamApp(faust.App):
         """Partitions that left this worker since the tables' recoveries took them in
         (`Worker.on_recovered`): a recovery cut short by another rebalance does not see
         them, and one of them may come back."""
+        self.settled = asyncio.Event()
+        """Set once a rebalance has ended (Faust's recovery sought the stream partitions and
+        resumed them: the worker is ready), cleared when the next one starts."""
         super().__init__(settings.app_id, **options)
+
+    @override
+    def on_rebalance_start(self) -> None:
+        """Faust's; the rebalance is no longer settled."""
+        self.settled.clear()
+        super().on_rebalance_start()
+
+    @override
+    def on_rebalance_end(self) -> None:
+        """Faust's; the rebalance has settled."""
+        super().on_rebalance_end()
+        self.settled.set()
 
 
 def faust_app(settings: Settings) -> EvalstreamApp:

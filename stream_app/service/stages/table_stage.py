@@ -27,6 +27,11 @@ RECOVERY_SLICE_S: Final = 0.002
 takes dozens of turns of the loop from fetch to acknowledgement, each behind one slice; at
 20 ms the first batch after a restart with 100,000 tiers came 2 to 5 s after `/readyz`, at
 2 ms 0.6 s (docs/benchmark-history.md)."""
+RECOVERY_REST_S: Final = 0.001
+"""How long a gauge restoration then rests, the loop idle if nothing else is ready: its thread
+otherwise never lets go of the interpreter lock but for an instant, and the consumer thread,
+which lets go at every system call, waits for it each time (docs/benchmark-history.md,
+'Gauges after the rebalance')."""
 
 
 class Revoked(Exception):
@@ -40,16 +45,17 @@ class Pauses:
     `/healthz` and `/metrics` until it ends. Raises `Revoked` once `owned` says the partitions
     are gone, so a walk never publishes, deletes or quarantines what another worker now owns."""
 
-    def __init__(self, slice_s: float, owned: Callable[[], bool]) -> None:
+    def __init__(self, slice_s: float, owned: Callable[[], bool], rest_s: float = 0.0) -> None:
         self.slice_s = slice_s
         self.owned = owned
+        self.rest_s = rest_s
         self.since = time.monotonic()
 
     async def __call__(self) -> None:
-        """A turn of the loop if this slice is used up (no await otherwise); `Revoked` if the
-        partitions were revoked since the walk began."""
+        """A turn of the loop, of `rest_s` at least, if this slice is used up (no await
+        otherwise); `Revoked` if the partitions were revoked since the walk began."""
         if time.monotonic() - self.since >= self.slice_s:
-            await asyncio.sleep(0)
+            await asyncio.sleep(self.rest_s)
             self.since = time.monotonic()
         if not self.owned():
             raise Revoked
@@ -136,6 +142,8 @@ class TableStage(Generic[S]):
         with keys it may no longer own."""
         self.recovery_slice_s = RECOVERY_SLICE_S
         """How long a gauge restoration works between two turns of the event loop."""
+        self.rest_s = RECOVERY_REST_S
+        """How long each of those turns lasts at least."""
         self.shown: set[int] = set()
         """Partitions some of whose keys may have gauges on this worker."""
         self.restored: set[int] = set()
@@ -244,7 +252,7 @@ class TableStage(Generic[S]):
         stored key of `partitions`, between batches, a unit at a time (`restore_unit`) under
         the lock, each read afresh so that no batch's newer figure is overwritten. Raises
         `Revoked` once a revocation comes. Returns the units restored."""
-        pause = Pauses(self.recovery_slice_s, lambda: self.generation == generation)
+        pause = Pauses(self.recovery_slice_s, lambda: self.generation == generation, self.rest_s)
         units = await self.units_of(partitions, pause)
         left = self.exporter.restoring.labels(table=self.table_name)
         left.set(len(units))
