@@ -98,18 +98,22 @@ class EvalstreamApp(faust.App):
         them, and one of them may come back."""
         self.settled = asyncio.Event()
         """Set once a rebalance has ended (Faust's recovery sought the stream partitions and
-        resumed them: the worker is ready), cleared when the next one starts."""
+        resumed them: the worker is ready), on the event loop; cleared when the next one starts,
+        on the consumer thread (a flag's write: the waiters are on the loop). A rebalance that
+        starts in the instant between a recovery's seek and its end finds it set, as Faust's
+        `rebalancing` flag then reads False: its restorations may start before its seek, as
+        they all did before."""
         super().__init__(settings.app_id, **options)
 
     @override
     def on_rebalance_start(self) -> None:
-        """Faust's; the rebalance is no longer settled."""
+        """Faust's, called on the consumer thread; the rebalance is no longer settled."""
         self.settled.clear()
         super().on_rebalance_start()
 
     @override
     def on_rebalance_end(self) -> None:
-        """Faust's; the rebalance has settled."""
+        """Faust's, called on the event loop by the recovery; the rebalance has settled."""
         super().on_rebalance_end()
         self.settled.set()
 
