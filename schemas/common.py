@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import ConfigDict, StringConstraints, WithJsonSchema
 
@@ -18,6 +18,8 @@ TierName = Annotated[str, StringConstraints(pattern=TIER_PATTERN)]
 """A tier, `T0` (bare prompt baseline) to `T99`."""
 
 Grade = Literal["A", "B", "C", "D", "F"]
+GRADES: Final[tuple[Grade, ...]] = get_args(Grade)
+"""Every grade, best first."""
 
 DropDetector = Literal["pass_rate", "score"]
 """The sequential drop detectors of a tier: its runs' pass or fail, and their judge scores."""

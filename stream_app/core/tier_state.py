@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from schemas.aggregates import TierAggregate
-from schemas.common import DropDetector, Grade
+from schemas.common import GRADES, DropDetector, Grade
 from schemas.grade_change import GradeChange
 from schemas.timestamp import MAX_UTC, MIN_UTC
 from stream_app.core.aggregation import aggregate_window
@@ -276,7 +276,6 @@ def suites_fed(raw: bytes) -> tuple[str, ...]:
     return suites
 
 
-GRADES: Final = ("A", "B", "C", "D", "F")
 _MIN_US: Final = to_epoch_us(MIN_UTC)
 _MAX_US: Final = to_epoch_us(MAX_UTC)
 

@@ -14,12 +14,12 @@ import struct
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Final, NamedTuple, get_args
+from typing import Final, NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily
 
 from schemas.aggregates import DropStatus, Statistics, TierAggregate
-from schemas.common import Grade
+from schemas.common import GRADES, Grade
 from schemas.cross_tier import CrossTierReport
 from stream_app.core.window import from_epoch_us, to_epoch_us
 from stream_app.metrics.grades import grade_points
@@ -230,7 +230,6 @@ def expand(name: str, labels: str, samples: str) -> str:
     return head + samples[:-1].replace("\n", "\n" + head) + "\n"
 
 
-GRADES: Final[tuple[Grade, ...]] = get_args(Grade)
 _TIER_HEAD: Final = struct.Struct("<BBqqdqi")
 """A tier row's fields for the experiment list: grade, dropped, runs, capacity, composite
 median, and its latest run's time (microseconds since the epoch, and its zone's offset in
