@@ -67,6 +67,33 @@ def key_slices(events: Sequence[tuple[K, E]]) -> list[list[int]]:
     return list(slices.values())
 
 
+def key_parts(
+    events: Sequence[tuple[K, E]], group_of: Callable[[K], object], max_keys: int
+) -> list[list[int]]:
+    """The indices of `events` in parts of whole groups of keys (`group_of`: an experiment's
+    tiers, say), each part holding at most `max_keys` keys unless one group alone holds more,
+    groups in the order the batch first meets them and each part's indices in the batch's
+    order. Every key's events stay in one part, so folding the parts one after another folds
+    each key as the whole batch would; a worker that finishes each part before the next keeps
+    what a batch holds at once bounded by its keys, not by its runs (a backlog of many
+    one-run tiers)."""
+    groups: dict[object, dict[K, None]] = {}
+    for key, _ in events:
+        groups.setdefault(group_of(key), {})[key] = None
+    part_of: dict[K, int] = {}
+    size = part = 0
+    for keys in groups.values():
+        if size and size + len(keys) > max_keys:
+            part, size = part + 1, 0
+        size += len(keys)
+        for key in keys:
+            part_of[key] = part
+    parts: list[list[int]] = [[] for _ in range(part + 1)] if events else []
+    for index, (key, _) in enumerate(events):
+        parts[part_of[key]].append(index)
+    return parts
+
+
 @dataclass(frozen=True, slots=True)
 class KeyedFold(Generic[K, S, E, P, R]):
     """How events change a key's state, and what each kind of failure costs.

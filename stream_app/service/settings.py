@@ -279,6 +279,14 @@ class Settings(CoreConfig, BaseSettings):
         description="Which statistics of each field /metrics exports per tier (the series "
         'budget); a field left out exports none, "all" exports every one.',
     )
+    batch_max_keys: int = Field(
+        default=1_000,
+        ge=1,
+        description="Most tiers the windows hop folds at once: a batch with more is folded in "
+        "parts of whole experiments, each part's outputs acknowledged and its states written "
+        "before the next, so that what a batch holds at once is bounded by its tiers (a "
+        "backlog of many one-run tiers), not only by its runs.",
+    )
     state_cache_keys: int = Field(
         default=10_000,
         ge=1,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import stream_app.core.tier_state as tier_state_module
 from stream_app.core.config import CoreConfig
-from stream_app.core.keyed_batch import FoldedBatch, KeyedFold, key_slices
+from stream_app.core.keyed_batch import FoldedBatch, KeyedFold, key_parts, key_slices
 from stream_app.core.replay import Replay
 from stream_app.core.tier_state import TierState, fold_runs
 from stream_app.core.window import WindowEntry, to_epoch_us
@@ -247,3 +247,41 @@ def test_a_batch_folded_a_key_at_a_time_is_the_batch_folded_at_once(
         (f.index, str(f.error)) for f in whole.failures
     ]
     assert [q.key for q in sliced.quarantined] == [q.key for q in whole.quarantined]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from("xyz")), max_size=40),
+    st.integers(1, 5),
+)
+def test_a_batch_in_parts_keeps_each_group_whole_and_each_part_within_its_keys(
+    events: list[tuple[str, str]], max_keys: int
+) -> None:
+    """Keys `a1`.. grouped by their letter: every event in exactly one part, in the batch's
+    order within it; a group's keys in one part; a part over `max_keys` keys only when it is
+    one group; and folding the parts one after another gives the batch's fold."""
+    keyed = [(f"{group}{tail}", tail) for group, tail in events]
+    parts = key_parts(keyed, lambda key: key[0], max_keys)
+    assert sorted(i for part in parts for i in part) == list(range(len(keyed)))
+    assert all(part == sorted(part) and part for part in parts)
+    part_of = {keyed[i][0][0]: n for n, part in enumerate(parts) for i in part}
+    for n, part in enumerate(parts):
+        assert {part_of[keyed[i][0][0]] for i in part} == {n}
+        keys = {keyed[i][0] for i in part}
+        groups = {key[0] for key in keys}
+        assert len(keys) <= max_keys or len(groups) == 1
+    # parts as full as the order of first meeting allows: a part and the next group overflow
+    firsts = list(dict.fromkeys(key[0] for key, _ in keyed))
+    for n in range(len(parts) - 1):
+        keys = {keyed[i][0] for i in parts[n]}
+        following = next(g for g in firsts if part_of[g] == n + 1)
+        assert len(keys) + len({k for k, _ in keyed if k[0] == following}) > max_keys
+    fold = counting_fold(set(), set())
+    whole = fold.run(keyed)
+    states: dict[str, list[str]] = {}
+    for part in parts:
+        states.update(fold.run([keyed[i] for i in part]).states)
+    assert states == whole.states
+
+
+def test_an_empty_batch_has_no_parts() -> None:
+    assert key_parts([], str, 3) == []

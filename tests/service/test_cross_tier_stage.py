@@ -228,6 +228,36 @@ async def test_the_windows_hop_reports_each_touched_experiment_in_the_batch_that
     assert {k.decode() for k in experiments} == {r.experiment_id for r in expected.cross_tier}
 
 
+async def test_a_batch_of_more_tiers_than_batch_max_keys_is_confirmed_a_part_at_a_time() -> None:
+    """Three experiments of seven tiers, at most 10 tiers a part: three parts, each one's
+    outputs acknowledged and its states written before the next part sends anything; every
+    experiment reported once, and the tables as replay has them."""
+    windows, tiers, experiments, sends, order = windows_hop(batch_max_keys=10)
+    config = windows.settings
+    aggregated: list[set[str]] = []  # the experiments with aggregates sent, at each write
+    write = tiers.write
+
+    async def noting() -> None:
+        aggregated.append({a["experiment_id"] for a in sends.to(config.topics.aggregates)})
+        await write()
+
+    writers = windows.outputs.state_writers
+    writers[writers.index(write)] = noting
+    await windows.handle(sample_runs(config))
+    assert order == ["experiments", "tiers"] * 3
+    assert [len(a) for a in aggregated] == [1, 2, 3]  # a part's tiers are one experiment's
+    assert all(pending == 0 for _, pending in experiments.writes + tiers.writes)
+    expected = replay_lines(SAMPLE, config)
+    reports = {r["experiment_id"]: r for r in sends.to(config.topics.cross_tier)}
+    assert reports == {r.experiment_id: r.model_dump(mode="json") for r in expected.cross_tier}
+    assert len(sends.to(config.topics.cross_tier)) == len(expected.cross_tier)  # once each
+    latest = {(a["experiment_id"], a["tier"]): a for a in sends.to(config.topics.aggregates)}
+    assert latest == {
+        (a.experiment_id, a.tier): json.loads(a.model_dump_json()) for a in expected.tiers
+    }
+    assert len(tiers) == len(expected.tiers)
+
+
 async def test_a_failed_batch_writes_neither_table_and_its_redelivery_reports_in_full() -> None:
     windows, tiers, experiments, sends, order = windows_hop()
     config = windows.settings

@@ -20,6 +20,7 @@ from schemas.aggregates import TierAggregate
 from schemas.common import EVERY_TIER
 from schemas.run_bundle import BUNDLE_MAX_RUNS, BUNDLE_VERSION
 from stream_app.core.ingest import processing_error
+from stream_app.core.keyed_batch import key_parts
 from stream_app.core.keys import split_tier_key, tier_key
 from stream_app.core.retirement import IdleClock
 from stream_app.core.stored_aggregate import fingerprint, stored_aggregate, with_aggregate
@@ -169,9 +170,10 @@ class WindowsStage(HopStage[TierState]):
         return runs, sources, events
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
-        """Fold, dead-letter what failed, send grade changes and suite runs, hold the states
-        and publish each changed tier's aggregate once (`handle` confirms the outputs, then
-        writes the states)."""
+        """Retire what is idle, then fold the batch's runs a part at a time (`key_parts`: at
+        most `batch_max_keys` tiers, whole experiments), each part confirmed before the next
+        and the last by `handle` (outputs acknowledged, then states written). A crash between
+        two parts redelivers the batch, whose runs already in a window are ignored."""
         runs, sources, events = await self._read(batch)
         now_us = to_epoch_us(datetime.now(UTC))
         if any(record.partition not in self.restored for record in batch):
@@ -183,6 +185,19 @@ class WindowsStage(HopStage[TierState]):
             # A run for an experiment idle for the TTL starts it fresh, even between two
             # checks of the timer: what `replay --retire` does.
             await self._retire(now_us)
+        parts = key_parts(runs, self.partition_key_of, self.settings.batch_max_keys)
+        for number, indices in enumerate(parts):
+            if number:  # the part before: its outputs acknowledged, then its states written
+                await self.confirm()
+            await self._fold_part([runs[i] for i in indices], [sources[i] for i in indices], now_us)
+        self.exporter.experiments.set(len(self.idle.last))
+        return events
+
+    async def _fold_part(
+        self, runs: list[tuple[str, WindowEntry]], sources: list[tuple[Record, Any]], now_us: int
+    ) -> None:
+        """Fold a part of a batch (`key_parts`), dead-letter what failed, send its grade
+        changes and suite runs, hold its states and publish each changed tier's aggregate."""
         folded = fold_runs(runs, self.cached, self.settings)
         await self.settle(folded, lambda i: run_record(*sources[i]))
         added: dict[str, list[int]] = {}  # completed_at of each added run, per key
@@ -218,8 +233,6 @@ class WindowsStage(HopStage[TierState]):
             for at_us in completed:
                 self.exporter.run_age.observe(max(now_us - at_us, 0) / 1e6)
             await self.publish(aggregate, value)
-        self.exporter.experiments.set(len(self.idle.last))
-        return events
 
     def stored(self, state: TierState, aggregate: bytes) -> bytes:
         """A state's changelog record: with its aggregate when both fit the broker's message
