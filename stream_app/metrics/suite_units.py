@@ -14,7 +14,7 @@ import bisect
 import math
 from array import array
 from collections.abc import Hashable, Sequence
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from stream_app.metrics.bet_mixture import log_weights, needed
 from stream_app.metrics.exact_sum import ExactSum
@@ -83,14 +83,27 @@ class TimedKeys(Generic[K]):
         return self.keys[low:high]
 
 
+class Span(Protocol):
+    """A stratum's first run (of its incarnation) and latest run: an experiment's outcomes."""
+
+    @property
+    def start(self) -> int:
+        """Its first run's time."""
+
+    @property
+    def latest(self) -> int:
+        """Its latest run's time."""
+
+
 class Closings:
     """`closing_times` of a tier's strata, kept as each one's first and latest run move: a run
     moves its own stratum's closing, and a new start closes again only the strata that closed
     at the start after it (or were open) and ran before it."""
 
     def __init__(self) -> None:
-        self.spans: dict[str, tuple[int, int]] = {}
-        """Each stratum's first run (of its incarnation) and latest run."""
+        self.spans: dict[str, Span] = {}
+        """Each stratum's span, the caller's own immutable object (an experiment's outcomes),
+        not a tuple of its own: a suite keeps one for every experiment of each tier."""
         self.starts: list[int] = []
         """Every stratum's start, sorted."""
         self.closed: dict[str, int | None] = {}
@@ -100,19 +113,20 @@ class Closings:
         self.unclosed: set[str] = set()
         """The open strata."""
 
-    def move(self, key: str, start: int, latest: int) -> set[str]:
+    def move(self, key: str, span: Span) -> set[str]:
         """A stratum's span now (new or moved); returns the strata whose closing changed."""
         old = self.spans.get(key)
-        self.spans[key] = (start, latest)
+        self.spans[key] = span
+        start = span.start
         changed: set[str] = set()
-        if old is not None and old[0] != start:
-            self._left(key, old[0], changed)
-        if old is None or old[0] != start:
+        if old is not None and old.start != start:
+            self._left(key, old.start, changed)
+        if old is None or old.start != start:
             after = bisect.bisect_right(self.starts, start)
             following = self.starts[after] if after < len(self.starts) else None
             self.starts.insert(after, start)
             for other in self._closed_at(following):
-                if self.spans[other][1] < start:
+                if self.spans[other].latest < start:
                     self._close(other, changed)
         self._close(key, changed)
         return changed
@@ -123,7 +137,7 @@ class Closings:
         old = self.spans.pop(key, None)
         if old is not None:
             self._file(key, None, remove=True)
-            self._left(key, old[0], changed)
+            self._left(key, old.start, changed)
         return changed
 
     def _left(self, key: str, start: int, changed: set[str]) -> None:
@@ -135,7 +149,7 @@ class Closings:
 
     def _close(self, key: str, changed: set[str]) -> None:
         """Work out `key`'s closing: the first start after its latest run."""
-        i = bisect.bisect_right(self.starts, self.spans[key][1])
+        i = bisect.bisect_right(self.starts, self.spans[key].latest)
         closed = self.starts[i] if i < len(self.starts) else None
         if key not in self.closed or self.closed[key] != closed:
             self._file(key, closed)

@@ -118,21 +118,21 @@ def test_closings_kept_run_by_run_are_those_worked_out_at_once(
 ) -> None:
     """Strata that start, run, restart and go in any order: each one's closing, kept as they
     move, is the first start after its latest run (`closing_times`) at every step."""
-    kept, spans = Closings(), dict[str, tuple[int, int]]()
+    kept, spans = Closings(), dict[str, Outcomes]()
     for key, start, length, drop in steps:
         name = f"task{key}"
         if drop and name in spans:
             del spans[name]
             kept.drop(name)
         elif name in spans and length % 4:  # a later run of its incarnation, at any time
-            first, latest = spans[name]
-            spans[name] = (first, max(latest, first + length))
-            kept.move(name, *spans[name])
+            first, latest = spans[name].start, spans[name].latest
+            spans[name] = Outcomes(start=first, latest=max(latest, first + length))
+            kept.move(name, spans[name])
         else:  # a new stratum, or a new incarnation: its start anywhere among the others'
-            spans[name] = (start, start + length)
-            kept.move(name, *spans[name])
+            spans[name] = Outcomes(start=start, latest=start + length)
+            kept.move(name, spans[name])
         names = sorted(spans)
-        at_once = closing_times([spans[n][0] for n in names], [spans[n][1] for n in names])
+        at_once = closing_times([spans[n].start for n in names], [spans[n].latest for n in names])
         assert kept.closed == dict(zip(names, at_once, strict=True))
         shut = sorted((c, n) for n, c in kept.closed.items() if c is not None)
         assert list(zip(kept.order.times, kept.order.keys, strict=True)) == shut

@@ -85,7 +85,7 @@ class TierComparison:
             if new.runs:
                 for figure, strata in self.means.items():
                     strata.add(new.of(figure))
-            changed |= self.closings.move(name, new.start, new.latest)
+            changed |= self.closings.move(name, new)
         for name in changed:
             outcomes, closed = self.seen.get(name), self.closings.closed.get(name)
             for figure, units in self.units.items():
