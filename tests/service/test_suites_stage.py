@@ -166,6 +166,24 @@ async def test_a_record_under_a_key_that_is_not_a_shares_is_quarantined() -> Non
     assert sends.to(config.topics.suite_tiers)[-1]["runs"] == 2
 
 
+async def test_a_share_under_a_key_spelled_otherwise_is_quarantined_not_loaded() -> None:
+    """A share's record under a key `record_key` would not write (the same list, without its
+    spaces): quarantined like a key that is no share's, not taken for experiment `a`'s share
+    (the stage reads a share by the key it writes); `b`'s is loaded beside it."""
+    first, _, stored = stage_with()
+    config = first.settings
+    await first.handle(records(config.topics.suite_feed, [message("a", 1), message("b", 1)]))
+    stage, sends, table = stage_with()
+    table.update(stored)
+    table[b'["agent","T1","a"]'] = table.pop(record_key("agent/T1", "a"))
+    await stage.handle(records(config.topics.suite_feed, [message("b", 2)]))
+    [letter] = sends.to(config.topics.dead_letter)
+    assert letter["reason"] == "state_error"
+    assert set(table) == {record_key("agent/T1", "b"), mark_key("agent/T1")}
+    [report] = sends.to(config.topics.suite_tiers)
+    assert (report["experiments_with_runs"], report["runs"]) == (1, 2)
+
+
 async def test_a_record_that_cannot_load_is_quarantined_alone() -> None:
     stage, sends, table = stage_with()
     config = stage.settings

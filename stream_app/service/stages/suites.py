@@ -74,8 +74,11 @@ class SuitesStage(HopStage[SuiteState]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.index: dict[str, set[bytes]] | None = None
-        """The table keys of every suite tier's records (None: to be read from the table)."""
+        self.index: dict[str, set[str | bytes]] | None = None
+        """Every suite tier's records (None: to be read from the table): a share's as its
+        experiment (the string its state's shares are keyed by, not a key of its own: a suite
+        keeps one for every experiment of each tier), a record that is no share's as its table
+        key (to be quarantined)."""
         self.marked: set[str] = set()
         """The suite tiers with a mark, read with the index and kept with it."""
         self.purged: set[str] = set()
@@ -92,16 +95,20 @@ class SuitesStage(HopStage[SuiteState]):
         """A record, and a mark, is partitioned by its suite."""
         return split_suite_key(parse_table_key(key.encode()).tier)[0]
 
-    def _index(self) -> dict[str, set[bytes]]:
-        """The share records' keys (not the marks') per suite tier."""
+    def _index(self) -> dict[str, set[str | bytes]]:
+        """The share records (not the marks) per suite tier (`index`)."""
         if self.index is None:
             self.index, self.marked = {}, set()
             for key in self.table.all_keys():
                 parsed = parse_table_key(key)
                 if parsed.mark:
                     self.marked.add(parsed.tier)
-                else:
-                    self.index.setdefault(parsed.tier, set()).add(key)
+                else:  # a share's key as `record_key` writes it, else quarantined
+                    held: str | bytes = key
+                    experiment = parsed.experiment
+                    if experiment is not None and record_key(parsed.tier, experiment) == key:
+                        held = experiment
+                    self.index.setdefault(parsed.tier, set()).add(held)
         return self.index
 
     def _stale(self, keys: set[str]) -> bool:
@@ -150,35 +157,36 @@ class SuitesStage(HopStage[SuiteState]):
     async def _made(self, key: str, pause: Pauses | None = None) -> SuiteState | None:
         """A suite tier made from its records: one that cannot be loaded is quarantined."""
         shares: dict[str, ExperimentShare] = {}
-        keys = self._index().get(key, set())
-        for raw_key in sorted(keys):
+        held = self._index().get(key, set())
+        records = {(k if isinstance(k, bytes) else record_key(key, k)): k for k in held}
+        for raw_key in sorted(records):
             if pause is not None:
                 await pause()
             raw = self.table.get(raw_key)
             if raw is None:
                 continue
-            experiment = parse_table_key(raw_key).experiment
+            experiment = records[raw_key]
             try:
-                if experiment is None:
+                if isinstance(experiment, bytes):
                     raise ValueError("not the key of an experiment's share of a suite tier")
                 shares[experiment] = ExperimentShare.from_state(json.loads(raw))
                 continue
             except Exception as exc:
                 await self.quarantine(raw_key, exc)
-            keys.discard(raw_key)
+            held.discard(experiment)
             self.purged.add(key)
         return SuiteState(shares) if shares else None
 
     async def _put(self, key: str, experiment: str, share: ExperimentShare | None) -> None:
         raw_key = record_key(key, experiment)
-        keys = self._index().setdefault(key, set())
+        held = self._index().setdefault(key, set())
         if share is None:
-            if raw_key in keys:
+            if experiment in held:
                 await self.table.delete(raw_key)
-                keys.discard(raw_key)
+                held.discard(experiment)
         else:
             await self.table.put(raw_key, dumps(share.to_state()))
-            keys.add(raw_key)
+            held.add(experiment)
 
     async def handle_batch(self, batch: Sequence[Record]) -> int:
         """Fold, dead-letter what failed, then write each changed share and publish each changed
