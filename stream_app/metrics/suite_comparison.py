@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from stream_app.metrics.bet_mixture import needed
 from stream_app.metrics.intervals import Interval
@@ -20,6 +20,7 @@ from stream_app.metrics.suite_outcomes import Figure, Outcomes, Stratum
 from stream_app.metrics.suite_strata import SizeGroups, StrataSet
 from stream_app.metrics.suite_units import (
     ClosedUnits,
+    UnitsOfFigure,
     as_difference,
     closing_times,
     difference_unit,
@@ -248,7 +249,7 @@ def suite_mean(
     return mean_of(StrataSet(s for s, _ in ran), units, confidence)
 
 
-def mean_of(strata: StrataSet, units: ClosedUnits[Any], confidence: float) -> SuiteFigure | None:
+def mean_of(strata: StrataSet, units: UnitsOfFigure, confidence: float) -> SuiteFigure | None:
     """A tier's mean over its strata with runs (None with none) and their units: the run-level
     test's interval at 1 - UNIT_SHARE of the error, within the closed experiments' at the
     rest."""
@@ -278,7 +279,7 @@ def paired_difference(
 
 
 def difference_of(
-    tier: StrataSet, base: StrataSet, units: ClosedUnits[Any], confidence: float
+    tier: StrataSet, base: StrataSet, units: UnitsOfFigure, confidence: float
 ) -> SuiteFigure | None:
     """The paired difference of the tier's and the baseline's strata (one each a pair; None
     with none) and the pairs' units. Each tier's mean over the pairs is pinned to its interval

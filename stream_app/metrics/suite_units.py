@@ -240,35 +240,52 @@ def _interval(total: float, spread: float, units: int, confidence: float) -> Int
     return Interval(max(0.0, mean - margin), min(1.0, mean + margin))
 
 
-class ClosedUnits(Generic[K]):
-    """A figure's units kept as their strata close, reopen and move: the closed ones in closing
-    order (ties by key), their exact sum, and their running sum and spread, made again only from
-    the first unit that changed (a unit closing after the others costs one step)."""
+class UnitsOfFigure(Protocol):
+    """A figure's units, as the comparisons read them."""
+
+    def interval(self, confidence: float) -> Interval:
+        """The mean over every unit, open ones anywhere in [0, 1]."""
+
+
+class FigureValues:
+    """One figure's closed units: their values in closing order, their exact sum, and their
+    running sum and spread after each of the first ones (a valid prefix): two floats a unit,
+    not a tuple of two objects (a suite keeps units for every experiment of each tier)."""
+
+    __slots__ = ("spreads", "sum", "totals", "values")
 
     def __init__(self) -> None:
-        self.units: dict[K, int | None] = {}
-        """Each unit's closing time (None: open); a closed one's value is in `values`, an
-        open one's counts for nothing but the open units' number. Not a (time, value) tuple a
-        unit: 80 bytes more for every experiment of each tier."""
-        self.order: TimedKeys[K] = TimedKeys()
-        """The closed units by closing time."""
         self.values = array("d")
-        """Their values, in that order."""
         self.sum = ExactSum()
         self.totals, self.spreads = array("d"), array("d")
-        """The running sum and spread after each of the first closed units (a valid prefix):
-        two floats a unit, not a tuple of two objects (a suite keeps units for every experiment
-        of each tier)."""
+
+
+class ClosedUnits(Generic[K]):
+    """The units of one or more figures (a suite tier's pass rate and mean composite: the same
+    experiments, closing at the same times) kept as their strata close, reopen and move: the
+    closed ones in closing order (ties by key), once for all figures; each figure's values,
+    their exact sum, and their running sum and spread, made again only from the first unit
+    that changed (a unit closing after the others costs one step)."""
+
+    def __init__(self, figures: int = 1) -> None:
+        self.units: dict[K, int | None] = {}
+        """Each unit's closing time (None: open); a closed one's values are in `figures`, an
+        open one's count for nothing but the open units' number. Not a (time, value) tuple a
+        unit and figure: 80 bytes more each, for every experiment of each tier."""
+        self.order: TimedKeys[K] = TimedKeys()
+        """The closed units by closing time."""
+        self.figures = tuple(FigureValues() for _ in range(figures))
+        """Each figure's values, in that order."""
         self.open = 0
 
-    def put(self, key: K, closed: int | None, value: float) -> None:
-        """A unit's closing time and value now (new or changed)."""
-        if (
-            key in self.units
-            and self.units[key] == closed
-            and (closed is None or self.values[self.order.position(closed, key)] == value)
-        ):
-            return
+    def put(self, key: K, closed: int | None, *values: float) -> None:
+        """A unit's closing time and its value of each figure now (new or changed)."""
+        if key in self.units and self.units[key] == closed:
+            if closed is None:
+                return
+            i = self.order.position(closed, key)
+            if all(f.values[i] == v for f, v in zip(self.figures, values, strict=True)):
+                return
         self.remove(key)
         if closed is None:
             self.units[key] = closed
@@ -276,9 +293,10 @@ class ClosedUnits(Generic[K]):
             return
         i = self.order.insert(closed, key)  # first: a time beyond the array's raises, and
         self.units[key] = closed  # the unit is then left out whole
-        self.values.insert(i, value)
-        del self.totals[i:], self.spreads[i:]
-        self.sum.add(value)
+        for figure, value in zip(self.figures, values, strict=True):
+            figure.values.insert(i, value)
+            del figure.totals[i:], figure.spreads[i:]
+            figure.sum.add(value)
 
     def remove(self, key: K) -> None:
         """A unit no longer counted (its stratum has gone)."""
@@ -289,22 +307,42 @@ class ClosedUnits(Generic[K]):
             self.open -= 1
             return
         i = self.order.remove(closed, key)
-        value = self.values[i]
-        del self.values[i], self.totals[i:], self.spreads[i:]
-        self.sum.remove(value)
+        for figure in self.figures:
+            value = figure.values[i]
+            del figure.values[i], figure.totals[i:], figure.spreads[i:]
+            figure.sum.remove(value)
 
-    def interval(self, confidence: float) -> Interval:
-        """The mean over every unit, open ones anywhere in [0, 1] (`widen_by_open` of
-        `units_sequence`)."""
-        closed = len(self.values)
+    def interval(self, confidence: float, figure: int = 0) -> Interval:
+        """The mean of a figure (the first by default) over every unit, open ones anywhere in
+        [0, 1] (`widen_by_open` of `units_sequence`)."""
+        kept_values = self.figures[figure]
+        values = kept_values.values
+        closed = len(values)
         if not closed:
             return widen_by_open(Interval(0.0, 1.0), 0, self.open)
-        totals, spreads = self.totals, self.spreads
+        totals, spreads = kept_values.totals, kept_values.spreads
         kept = len(totals)
         total, spread = (totals[-1], spreads[-1]) if kept else (0.0, 0.0)
         for i in range(kept, closed):
-            total, spread = _next_unit(total, spread, i, self.values[i])
+            total, spread = _next_unit(total, spread, i, values[i])
             totals.append(total)
             spreads.append(spread)
-        interval = _interval(self.sum.value(), spread, closed, confidence)
+        interval = _interval(kept_values.sum.value(), spread, closed, confidence)
         return widen_by_open(interval, closed, self.open)
+
+    def of(self, figure: int) -> UnitsOfFigure:
+        """One figure's units, as the comparisons read them."""
+        return _OneFigure(self, figure)
+
+
+class _OneFigure:
+    """`ClosedUnits.of`."""
+
+    __slots__ = ("figure", "units")
+
+    def __init__(self, units: ClosedUnits[Any], figure: int) -> None:
+        self.units, self.figure = units, figure
+
+    def interval(self, confidence: float) -> Interval:
+        """The figure's `ClosedUnits.interval`."""
+        return self.units.interval(confidence, self.figure)

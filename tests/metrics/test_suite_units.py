@@ -170,6 +170,28 @@ def test_units_kept_as_they_close_and_move_give_the_interval_made_at_once(
     assert at_once.low > 0 or at_once.high < 1 or len(values) < 30
 
 
+@given(UNITS, st.sampled_from([0.5, 0.9]))
+def test_two_figures_kept_together_are_each_as_kept_alone(
+    steps: list[tuple[int, int | None, float]], confidence: float
+) -> None:
+    """One order and key list for two figures (a tier's pass rate and mean composite): each
+    figure's interval, at every step, is the one its units kept alone give."""
+    both: ClosedUnits[int] = ClosedUnits(2)
+    alone: tuple[ClosedUnits[int], ClosedUnits[int]] = (ClosedUnits(), ClosedUnits())
+    for key, closed, value in steps:
+        if value > 0.65:
+            both.remove(key)
+            for units in alone:
+                units.remove(key)
+        else:
+            both.put(key, closed, value, 1 - value)
+            alone[0].put(key, closed, value)
+            alone[1].put(key, closed, 1 - value)
+        for figure, units in enumerate(alone):
+            assert both.of(figure).interval(confidence) == units.interval(confidence)
+    assert both.units == alone[0].units == alone[1].units
+
+
 @given(
     st.lists(
         st.tuples(st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b", "c", "d"])),

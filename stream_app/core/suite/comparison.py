@@ -7,12 +7,16 @@ are the same floats as those made from every stratum at once. Made anew with its
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Final, Protocol
 
 from stream_app.metrics.suite_comparison import SuiteFigure, difference_of, mean_of
 from stream_app.metrics.suite_outcomes import Figure, Outcomes
 from stream_app.metrics.suite_strata import StrataSet
 from stream_app.metrics.suite_units import ClosedUnits, Closings, difference_unit
+
+FIGURES: Final = tuple(Figure)
+"""The figures, in the order a comparison's units keep them (one order and key list for all:
+they close together)."""
 
 
 class HasOutcomes(Protocol):
@@ -58,7 +62,8 @@ class TierComparison:
         self.seen: dict[str, Outcomes] = {}
         self.closings = Closings()
         self.means = {figure: StrataSet() for figure in Figure}
-        self.units: dict[Figure, ClosedUnits[str]] = {figure: ClosedUnits() for figure in Figure}
+        self.units: ClosedUnits[str] = ClosedUnits(len(FIGURES))
+        """Every figure's units, in the order of FIGURES."""
         self.paired = PairedComparison()
         self.version = 0
         """Counts the updates that changed something (the pairs follow it)."""
@@ -88,12 +93,11 @@ class TierComparison:
             changed |= self.closings.move(name, new)
         for name in changed:
             outcomes, closed = self.seen.get(name), self.closings.closed.get(name)
-            for figure, units in self.units.items():
-                if outcomes is None or not outcomes.runs:
-                    units.remove(name)
-                else:
-                    stratum = outcomes.of(figure)
-                    units.put(name, closed, stratum.total / stratum.runs)
+            if outcomes is None or not outcomes.runs:
+                self.units.remove(name)
+            else:
+                figures = [outcomes.of(figure) for figure in FIGURES]
+                self.units.put(name, closed, *(f.total / f.runs for f in figures))
         if changed:
             self.version += 1
             self._figures.clear()
@@ -103,7 +107,8 @@ class TierComparison:
         """The tier's mean of `figure` (`metrics.suite_comparison.mean_of`)."""
         key = (figure, confidence)
         if key not in self._figures:
-            self._figures[key] = mean_of(self.means[figure], self.units[figure], confidence)
+            units = self.units.of(FIGURES.index(figure))
+            self._figures[key] = mean_of(self.means[figure], units, confidence)
         return self._figures[key]
 
 
@@ -120,7 +125,8 @@ class PairedComparison:
         self.pairs: dict[str, tuple[Outcomes, Outcomes, int | None]] = {}
         self.tiers = {figure: StrataSet() for figure in Figure}
         self.bases = {figure: StrataSet() for figure in Figure}
-        self.units: dict[Figure, ClosedUnits[str]] = {figure: ClosedUnits() for figure in Figure}
+        self.units: ClosedUnits[str] = ClosedUnits(len(FIGURES))
+        """Every figure's units, in the order of FIGURES."""
         self.followed: tuple[TierComparison, int, int] | None = None
         """The baseline's comparison, its version and the tier's, when last followed."""
         self._figures: dict[tuple[Figure, float], SuiteFigure | None] = {}
@@ -150,27 +156,33 @@ class PairedComparison:
             for figure in Figure:
                 self.tiers[figure].remove(old[0].of(figure))
                 self.bases[figure].remove(old[1].of(figure))
-                self.units[figure].remove(name)
+            self.units.remove(name)
         tier, baseline = own.seen.get(name), base.seen.get(name)
         if tier is None or baseline is None or not tier.runs or not baseline.runs:
             return
         t, b = own.closings.closed[name], base.closings.closed[name]
         closed = None if t is None or b is None else max(t, b)
         self.pairs[name] = (tier, baseline, closed)
-        for figure in Figure:
+        values: list[float] = []
+        for figure in FIGURES:
             tier_stratum, base_stratum = tier.of(figure), baseline.of(figure)
             self.tiers[figure].add(tier_stratum)
             self.bases[figure].add(base_stratum)
-            value = difference_unit(
-                tier_stratum.total / tier_stratum.runs, base_stratum.total / base_stratum.runs
+            values.append(
+                difference_unit(
+                    tier_stratum.total / tier_stratum.runs, base_stratum.total / base_stratum.runs
+                )
             )
-            self.units[figure].put(name, closed, value)
+        self.units.put(name, closed, *values)
 
     def difference(self, figure: Figure, confidence: float) -> SuiteFigure | None:
         """The tier's paired difference of `figure` (`suite_comparison.difference_of`)."""
         key = (figure, confidence)
         if key not in self._figures:
             self._figures[key] = difference_of(
-                self.tiers[figure], self.bases[figure], self.units[figure], confidence
+                self.tiers[figure],
+                self.bases[figure],
+                self.units.of(FIGURES.index(figure)),
+                confidence,
             )
         return self._figures[key]
