@@ -13,6 +13,7 @@ from stream_app.service.aggregate_collector import (
     EXPERIMENT_FAMILIES,
     TIER_FAMILIES,
     AggregateCollector,
+    TierRows,
     experiment_lines,
     tier_fields,
     tier_lines,
@@ -257,3 +258,22 @@ def test_a_tier_row_keeps_the_experiment_list_s_fields(zone: tzinfo) -> None:
         "dropped": agg.drop.dropped,
     }
     assert fields.latest_completed_at.isoformat() == latest.isoformat()  # its zone too
+
+
+def test_tier_rows_are_a_mapping_kept_by_experiment() -> None:
+    """Rows set, replaced and removed as in a dict keyed by (experiment, tier); an experiment's
+    tiers iterate together, and its last tier removed takes it out."""
+    rows = TierRows()
+    for key, row in [(("a", "T0"), b"1"), (("b", "T0"), b"2"), (("a", "T1"), b"3")]:
+        rows[key] = row
+    rows[("a", "T0")] = b"4"
+    assert len(rows) == 3
+    assert list(rows) == [("a", "T0"), ("a", "T1"), ("b", "T0")]
+    assert rows.rows() == [b"4", b"3", b"2"]
+    assert rows == {("a", "T0"): b"4", ("a", "T1"): b"3", ("b", "T0"): b"2"}
+    assert rows.pop(("a", "T0")) == b"4"
+    assert rows.pop(("c", "T0"), None) is None
+    del rows[("a", "T1")]
+    assert ("a", "T1") not in rows
+    assert list(rows.by_experiment) == ["b"]
+    assert len(rows) == 1
