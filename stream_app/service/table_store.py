@@ -33,19 +33,18 @@ STORE_FORMAT: Final = 1
 """The layout of the values and checkpoints a partition's database holds: a database of another
 is discarded and rebuilt from the changelog."""
 
-WRITE_BUFFER_BYTES: Final = 4 * 1024 * 1024
+WRITE_BUFFER_BYTES: Final = 2 * 1024 * 1024
 """Each database's memtable: Faust's 64 MiB times three would let 3 tables by 8 partitions hold
-gigabytes of unflushed writes; the changelog, not the memtable, is what makes a write durable."""
+gigabytes of unflushed writes; the changelog, not the memtable, is what makes a write durable.
+At 4 MiB the memtables held 18-25 MiB once a worker had taken 100,000 one-run tiers, at 2 MiB 15,
+for twice the flushes of half the size. One budget for all databases (a write buffer manager)
+was tried and dropped: past it RocksDB flushes the database written to whatever it holds, and
+24 databases (48 with standbys), each charged at least an arena block, reach it with little in
+each, so it flushed six times as often (docs/benchmark-history.md, 'Under 3 KiB a tier')."""
 
 BLOCK_CACHE_BYTES: Final = 32 * 1024 * 1024
 """One block cache shared by every database of the process (Faust makes 2 GiB for each): the
 stages keep their hot states decoded in their own caches."""
-
-MEMTABLE_BUDGET_BYTES: Final = 16 * 1024 * 1024
-"""Every database's memtables together, charged to the block cache (one RocksDB write buffer
-manager, as in Kafka Streams' bounded-memory configuration): 24 databases (3 tables by 8
-partitions) of two memtables each could otherwise hold 192 MiB. Past it, RocksDB flushes the
-largest; memtables and cached blocks then stay within BLOCK_CACHE_BYTES together."""
 
 LOAD_BUDGET_S: Final = 30.0
 """The longest the bulk load of empty databases (`load_changelogs`) may hold the rebalance
@@ -117,11 +116,9 @@ class StoreFailed(Exception):
 
 
 class StoreOptions(rocksdb.RocksDBOptions):
-    """Faust's RocksDB options with small memtables, and one block cache and one budget of
-    memtables for all databases."""
+    """Faust's RocksDB options with small memtables and one block cache for all databases."""
 
     shared_cache: rocksdict.Cache | None = None
-    shared_buffers: rocksdict.WriteBufferManager | None = None
 
     def __init__(self) -> None:
         super().__init__(
@@ -134,22 +131,15 @@ class StoreOptions(rocksdb.RocksDBOptions):
 
     @override
     def as_options(self) -> rocksdict.Options:
-        """Options for one database, sharing the process's block cache and memtable budget."""
+        """Options for one database, sharing the process's block cache."""
         if StoreOptions.shared_cache is None:
             StoreOptions.shared_cache = rocksdict.Cache(BLOCK_CACHE_BYTES)
-        if StoreOptions.shared_buffers is None:
-            StoreOptions.shared_buffers = (
-                rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
-                    MEMTABLE_BUDGET_BYTES, False, StoreOptions.shared_cache
-                )
-            )
         options = rocksdict.Options(raw_mode=True)
         options.create_if_missing(True)
         if self.max_open_files is not None:
             options.set_max_open_files(self.max_open_files)
         options.set_write_buffer_size(self.write_buffer_size)
         options.set_max_write_buffer_number(self.max_write_buffer_number)
-        options.set_write_buffer_manager(StoreOptions.shared_buffers)
         options.set_target_file_size_base(self.target_file_size_base)
         table = rocksdict.BlockBasedOptions()
         table.set_bloom_filter(self.bloom_filter_size, block_based=True)

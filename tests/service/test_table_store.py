@@ -23,13 +23,10 @@ from faust.types import TP
 
 from stream_app.service.changelog_table import ChangelogTable, MemoryStore
 from stream_app.service.table_store import (
-    MEMTABLE_BUDGET_BYTES,
     STORE_FORMAT,
-    WRITE_BUFFER_BYTES,
     BrokerView,
     PartitionedStore,
     StoreFailed,
-    StoreOptions,
     distrust,
     locked,
 )
@@ -86,30 +83,6 @@ def test_a_key_lives_in_its_own_partition_and_the_checkpoint_moves_with_it(
     assert store._dbs[0].get(b"e") is None  # never filed under another partition
     store[b"i"] = b"3"  # Faust's own path: no event is current, the key says where
     assert store._dbs[1].get(b"i") == b"3"
-
-
-def test_the_databases_memtables_stay_within_one_budget_together(tmp_path: Path) -> None:
-    """Eight databases written with eight times the budget: their memtables together stay
-    within it (each alone could hold two of WRITE_BUFFER_BYTES), charged to the block cache."""
-    store = open_store(tmp_path)
-    try:
-        value = bytes(range(256)) * 6
-        per_partition = 8 * MEMTABLE_BUDGET_BYTES // len(value) // 4
-        for partition in range(4):
-            for offset in range(0, per_partition, 500):
-                keys = range(offset, min(offset + 500, per_partition))
-                store.write(partition, [(bytes([partition]) + b"%d" % k, value) for k in keys], 1)
-        held = [
-            db.property_int_value("rocksdb.cur-size-all-mem-tables") for db in store._dbs.values()
-        ]
-        buffers = StoreOptions.shared_buffers
-        assert buffers is not None
-        assert buffers.get_buffer_size() == MEMTABLE_BUDGET_BYTES
-        assert sum(held) <= MEMTABLE_BUDGET_BYTES < 4 * 2 * WRITE_BUFFER_BYTES
-        assert StoreOptions.shared_cache is not None
-        assert StoreOptions.shared_cache.get_usage() >= buffers.get_usage() > 0
-    finally:
-        close(store)
 
 
 def test_recovery_writes_values_and_checkpoints_per_partition(store: PartitionedStore) -> None:
