@@ -238,19 +238,56 @@ _OFFSET: Final = struct.Struct("<I")
 _BOUNDS: Final = struct.Struct("<II")
 
 
-def packed(head: bytes, labels: str, samples: tuple[str, ...]) -> bytes:
+SHORTHANDS: Final = tuple(
+    (bytes([token]), text.encode())
+    for token, text in enumerate(
+        (
+            ',stat="median"} ',
+            ',stat="mean"} ',
+            ',bound="estimate"} ',
+            ',bound="low"} ',
+            ',bound="high"} ',
+            ',stat="',
+            ',tier="',
+            ',detector="',
+            '"} ',
+        ),
+        start=0xF5,
+    )
+)
+"""The label text many rows' samples share, each kept in a row as one byte UTF-8 never has
+(0xF5 on; a row's samples are ASCII, its labels UTF-8): a sample is a few digits among its
+labels, and a family's text is expanded back a chunk at a time, one pass a shorthand its rows
+used (docs/benchmark-history.md, 'Under 3 KiB a tier'). Longer first: a sample is shortened in
+this order."""
+
+
+def shortened(samples: tuple[str, ...], used: set[bytes]) -> list[bytes]:
+    """Each family's samples with SHORTHANDS for their label text, shortened all at once (a
+    pass a shorthand over a key's samples, not over each family's); the shorthands used go in
+    `used`."""
+    body = "\0".join(samples).encode()  # a sample is ASCII text without NUL
+    for token, long in SHORTHANDS:
+        short = body.replace(long, token)
+        if len(short) != len(body):
+            used.add(token)
+            body = short
+    return body.split(b"\0")
+
+
+def packed(
+    head: bytes, labels: str, samples: tuple[str, ...], used: set[bytes] | None = None
+) -> bytes:
     """A key's row, one bytes object: `head` (a tier's fields, nothing for an experiment), then
-    where its labels end and where each family's samples end, then its labels and every
-    family's samples in UTF-8. Not a tuple of strings and fields: a tier took seven objects that
-    way, one of them tracked by the garbage collector; a bytes object is not tracked
-    (docs/benchmark-history.md, 'A tier's memory, counted')."""
-    texts = (labels, *samples)
-    body = "".join(texts).encode()
-    ends = list(itertools.accumulate(map(len, texts)))
-    if ends[-1] != len(body):  # not ASCII: the texts' lengths in bytes
-        ends = list(itertools.accumulate(len(text.encode()) for text in texts))
+    where its labels end and where each family's samples end, then its labels in UTF-8 and
+    every family's samples `shortened` (`used`: the shorthands rows of its kind have used).
+    Not a tuple of strings and fields: a tier took seven objects that way, one of them tracked
+    by the garbage collector; a bytes object is not tracked (docs/benchmark-history.md, 'A
+    tier's memory, counted')."""
+    texts = [labels.encode(), *shortened(samples, set() if used is None else used)]
+    ends = itertools.accumulate(map(len, texts))
     start = len(head) + _OFFSET.size * len(texts)
-    return head + struct.pack(f"<{len(texts)}I", *(start + end for end in ends)) + body
+    return head + struct.pack(f"<{len(texts)}I", *(start + end for end in ends)) + b"".join(texts)
 
 
 class TierFields(NamedTuple):
@@ -346,6 +383,9 @@ class AggregateCollector:
         self.multiline: tuple[set[int], set[int]] = (set(), set())
         """The tier and the experiment families some key has had more than one sample of (the
         others' rows are written without looking for a second line)."""
+        self.shorthands: tuple[set[bytes], set[bytes]] = (set(), set())
+        """The SHORTHANDS some tier's and some experiment's samples have used (a scrape expands
+        those alone, in each family's text that holds them)."""
 
     def set_tier(self, agg: TierAggregate) -> None:
         """Keep a tier's latest aggregate."""
@@ -354,13 +394,15 @@ class AggregateCollector:
         # Tiers are T0-T99, so interned; experiment ids are not: on Python 3.12 an interned
         # string is never freed, and a worker sees ids without end.
         key = (agg.experiment_id, sys.intern(agg.tier))
-        self.tiers[key] = packed(tier_head(agg), tier_labels(agg), samples)
+        self.tiers[key] = packed(tier_head(agg), tier_labels(agg), samples, self.shorthands[0])
 
     def set_experiment(self, report: CrossTierReport) -> None:
         """Keep an experiment's latest report."""
         samples = experiment_samples(report)
         _note_lines(samples, self.multiline[1])
-        self.experiments[report.experiment_id] = packed(b"", experiment_labels(report), samples)
+        self.experiments[report.experiment_id] = packed(
+            b"", experiment_labels(report), samples, self.shorthands[1]
+        )
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         """The families (without samples), for checks of what `/metrics` can carry."""
@@ -372,9 +414,9 @@ class AggregateCollector:
         chunks of `CHUNK_ROWS` keys, each made when it is asked for."""
         per_tier = self.tiers.rows()
         per_experiment = list(self.experiments.values())
-        for families, rows, head, multiline in (
-            (TIER_FAMILIES, per_tier, _TIER_HEAD.size, self.multiline[0]),
-            (EXPERIMENT_FAMILIES, per_experiment, 0, self.multiline[1]),
+        for families, rows, head, multiline, shorthands in (
+            (TIER_FAMILIES, per_tier, _TIER_HEAD.size, self.multiline[0], self.shorthands[0]),
+            (EXPERIMENT_FAMILIES, per_experiment, 0, self.multiline[1], self.shorthands[1]),
         ):
             labels: list[list[bytes]] = []  # each chunk's, read in the first family's step
             for i, (name, doc) in enumerate(families):
@@ -384,7 +426,8 @@ class AggregateCollector:
                     chunk = rows[first : first + CHUNK_ROWS]
                     if c == len(labels):
                         labels.append(row_labels(chunk, head, len(families)))
-                    text = family_text(name, at, chunk, labels[c], i in multiline)
+                    used = [(t, long) for t, long in SHORTHANDS if t in shorthands]
+                    text = family_text(name, at, chunk, labels[c], i in multiline, shorthands=used)
                     if text:
                         yield text
 
@@ -404,12 +447,19 @@ def _note_lines(samples: tuple[str, ...], multiline: set[int]) -> None:
 
 
 def family_text(
-    name: str, at: int, rows: list[bytes], labels: list[bytes], multiline: bool
+    name: str,
+    at: int,
+    rows: list[bytes],
+    labels: list[bytes],
+    multiline: bool,
+    *,
+    shorthands: list[tuple[bytes, bytes]],
 ) -> bytes:
     """The lines of one family of `rows` (where its samples begin and end: at `at` in each row;
     `labels`: each row's): `expand` over each row, written out because it runs for every key
     at every scrape. About twice the cost of joining ready lines, for a fifth of the memory of
-    those lines and the JSON kept beside them (docs/benchmark-history.md)."""
+    those lines and the JSON kept beside them (docs/benchmark-history.md); then `shorthands`
+    (those rows of its kind used) expanded, a pass each over the whole text that holds one."""
     start = f"{name}{{".encode()
     again = b"\n" + start
     parts: list[bytes] = []
@@ -426,4 +476,8 @@ def family_text(
             begin, end = bounds(row, at)
             if begin != end:
                 add(start + own + row[begin:end])
-    return b"".join(parts)
+    text = b"".join(parts)
+    for token, long in shorthands:
+        if token in text:
+            text = text.replace(token, long)
+    return text

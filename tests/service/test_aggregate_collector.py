@@ -239,6 +239,11 @@ def test_the_page_holds_every_key_s_lines_whatever_the_chunks(
         f"# HELP {name} {doc}\n# TYPE {name} gauge\n" + "".join(lines[i] for lines in reports)
         for i, (name, doc) in enumerate(EXPERIMENT_FAMILIES)
     )
+    # the rows hold the label text of their samples as shorthands, expanded by the render
+    rows = [*collector.tiers.rows(), *collector.experiments.values()]
+    for long in (b',stat="median"} ', b',bound="estimate"} ', b'"} '):
+        assert not any(long in row for row in rows)
+    assert page.count(',bound="estimate"} ') == 9 + 5 * len(report.pass_rate_difference)
 
 
 @pytest.mark.parametrize("zone", [UTC, timezone(timedelta(hours=-7, minutes=-30))])
