@@ -74,9 +74,8 @@ def key_parts(
     tiers, say), each part holding at most `max_keys` keys unless one group alone holds more,
     groups in the order the batch first meets them and each part's indices in the batch's
     order. Every key's events stay in one part, so folding the parts one after another folds
-    each key as the whole batch would; a worker that finishes each part before the next keeps
-    what a batch holds at once bounded by its keys, not by its runs (a backlog of many
-    one-run tiers)."""
+    each key as the whole batch would; a worker that finishes each part before the next holds
+    only one part's states and outputs at once (a backlog of many one-run tiers)."""
     groups: dict[object, dict[K, None]] = {}
     for key, _ in events:
         groups.setdefault(group_of(key), {})[key] = None

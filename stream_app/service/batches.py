@@ -106,7 +106,8 @@ async def run_batches(
 ) -> None:
     """An agent's loop over `stage`. Whatever escapes `handle`, or the taking of batches, is no
     event's fault and stops the worker before the batch is committed; a batch cancelled mid-way
-    (shutdown) is withheld from the commit, so it is redelivered rather than half done."""
+    (shutdown) is withheld from the commit, so it is redelivered: the parts of it already
+    confirmed (`WindowsStage.handle_batch`) hold its runs, which come back as repeats."""
     histogram = exporter.processing.labels(stage=stage.name)
     sizes = exporter.batch_size.labels(stage=stage.name)
     events: Sequence[EventT[bytes]]

@@ -280,6 +280,45 @@ async def test_a_failed_batch_writes_neither_table_and_its_redelivery_reports_in
     }
 
 
+async def test_a_batch_that_fails_after_its_first_part_keeps_that_part_and_converges() -> None:
+    """The broker refuses a report of the second part, after the first was confirmed: the first
+    part's experiment is in both tables, nothing of the others; the batch redelivered holds the
+    first part's runs as repeats, and the tables and the latest outputs are replay's."""
+    windows, tiers, experiments, sends, _ = windows_hop(batch_max_keys=10)
+    config = windows.settings
+    write = tiers.write
+
+    async def then_refuse() -> None:  # the first part's tier states, written
+        await write()
+        sends.fail_on = config.topics.cross_tier
+
+    writers = windows.outputs.state_writers
+    writers[writers.index(write)] = then_refuse
+    batch = sample_runs(config)
+    with pytest.raises(ConnectionError):
+        await windows.handle(batch)
+    [first] = {k.decode().split("/")[0] for k in tiers}
+    assert len(tiers) == 7
+    assert set(experiments) == {first.encode()}
+    writers[writers.index(then_refuse)] = write
+    sends.fail_on = None
+    await windows.handle(batch)  # redelivered
+    expected = replay_lines(SAMPLE, config)
+    assert len(tiers) == len(expected.tiers)
+    latest = {(a["experiment_id"], a["tier"]): a for a in sends.to(config.topics.aggregates)}
+    assert latest == {
+        (a.experiment_id, a.tier): json.loads(a.model_dump_json()) for a in expected.tiers
+    }
+    reports = {r["experiment_id"]: r for r in sends.to(config.topics.cross_tier)}
+    assert reports == {r.experiment_id: r.model_dump(mode="json") for r in expected.cross_tier}
+    ignored = samples(windows.exporter)
+    repeats = sum(
+        ignored.get(("evalstream_runs_ignored_total", (("reason", why),)), 0)
+        for why in ("duplicate", "late")
+    )  # in its window, or older than all of it
+    assert repeats == sum(1 for line in SAMPLE if json.loads(line)["experiment_id"] == first)
+
+
 async def test_a_retired_experiment_loses_its_report_before_its_tiers_go() -> None:
     windows, tiers, experiments, sends, order = windows_hop(experiment_idle_ttl_s=60)
     config = windows.settings
