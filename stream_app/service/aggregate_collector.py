@@ -266,13 +266,19 @@ def shortened(samples: tuple[str, ...], used: set[bytes]) -> list[bytes]:
     """Each family's samples with SHORTHANDS for their label text, shortened all at once (a
     pass a shorthand over a key's samples, not over each family's); the shorthands used go in
     `used`."""
-    body = "\0".join(samples).encode()  # a sample is ASCII text without NUL
+    texts = _shorten("\0".join(samples).encode(), used).split(b"\0")
+    if len(texts) != len(samples):  # a NUL in a label value after all: each sample alone
+        return [_shorten(sample.encode(), used) for sample in samples]
+    return texts
+
+
+def _shorten(text: bytes, used: set[bytes]) -> bytes:
     for token, long in SHORTHANDS:
-        short = body.replace(long, token)
-        if len(short) != len(body):
+        short = text.replace(long, token)
+        if len(short) != len(text):
             used.add(token)
-            body = short
-    return body.split(b"\0")
+            text = short
+    return text
 
 
 def packed(

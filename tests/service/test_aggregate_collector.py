@@ -282,3 +282,19 @@ def test_tier_rows_are_a_mapping_kept_by_experiment() -> None:
     assert ("a", "T1") not in rows
     assert list(rows.by_experiment) == ["b"]
     assert len(rows) == 1
+
+
+def test_a_label_value_with_a_nul_byte_still_renders_exactly() -> None:
+    """Shorthands are made over a key's samples joined by NUL bytes; a sample holding one (a
+    pass@k label, were one ever to) is shortened alone, and the page is `tier_lines`'."""
+    [agg], _ = replayed(1)
+    odd = agg.model_copy(update={"pass_at_k": {"1\0": 0.5, "2": 1.0}})
+    collector = AggregateCollector()
+    collector.set_tier(odd)
+    page = b"".join(collector.render()).decode()
+    lines = tier_lines(odd, collector.exported)
+    assert page == "".join(
+        f"# HELP {name} {doc}\n# TYPE {name} gauge\n{lines[i]}"
+        for i, (name, doc) in enumerate(TIER_FAMILIES)
+    ) + "".join(f"# HELP {name} {doc}\n# TYPE {name} gauge\n" for name, doc in EXPERIMENT_FAMILIES)
+    assert 'k="1\0"} 0.5' in page
