@@ -33,14 +33,11 @@ STORE_FORMAT: Final = 1
 """The layout of the values and checkpoints a partition's database holds: a database of another
 is discarded and rebuilt from the changelog."""
 
-WRITE_BUFFER_BYTES: Final = 2 * 1024 * 1024
+WRITE_BUFFER_BYTES: Final = 4 * 1024 * 1024
 """Each database's memtable: Faust's 64 MiB times three would let 3 tables by 8 partitions hold
 gigabytes of unflushed writes; the changelog, not the memtable, is what makes a write durable.
-At 4 MiB the memtables held 18-25 MiB once a worker had taken 100,000 one-run tiers, at 2 MiB 15,
-for twice the flushes of half the size. One budget for all databases (a write buffer manager)
-was tried and dropped: past it RocksDB flushes the database written to whatever it holds, and
-24 databases (48 with standbys), each charged at least an arena block, reach it with little in
-each, so it flushed six times as often (docs/benchmark-history.md, 'Under 3 KiB a tier')."""
+Tried and dropped (docs/benchmark-history.md, 'Under 3 KiB a tier'): one budget for all
+databases (a write buffer manager), which flushed six times as often, and 2 MiB memtables."""
 
 BLOCK_CACHE_BYTES: Final = 32 * 1024 * 1024
 """One block cache shared by every database of the process (Faust makes 2 GiB for each): the
