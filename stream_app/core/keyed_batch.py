@@ -76,6 +76,8 @@ def key_parts(
     order. Every key's events stay in one part, so folding the parts one after another folds
     each key as the whole batch would; a worker that finishes each part before the next holds
     only one part's states and outputs at once (a backlog of many one-run tiers)."""
+    if len({key for key, _ in events}) <= max_keys:  # the usual batch: one part, no grouping
+        return [list(range(len(events)))] if events else []
     groups: dict[object, dict[K, None]] = {}
     for key, _ in events:
         groups.setdefault(group_of(key), {})[key] = None

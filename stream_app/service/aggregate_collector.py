@@ -281,16 +281,14 @@ def _shorten(text: bytes, used: set[bytes]) -> bytes:
     return text
 
 
-def packed(
-    head: bytes, labels: str, samples: tuple[str, ...], used: set[bytes] | None = None
-) -> bytes:
+def packed(head: bytes, labels: str, samples: tuple[str, ...], used: set[bytes]) -> bytes:
     """A key's row, one bytes object: `head` (a tier's fields, nothing for an experiment), then
     where its labels end and where each family's samples end, then its labels in UTF-8 and
     every family's samples `shortened` (`used`: the shorthands rows of its kind have used).
     Not a tuple of strings and fields: a tier took seven objects that way, one of them tracked
     by the garbage collector; a bytes object is not tracked (docs/benchmark-history.md, 'A
     tier's memory, counted')."""
-    texts = [labels.encode(), *shortened(samples, set() if used is None else used)]
+    texts = [labels.encode(), *shortened(samples, used)]
     ends = itertools.accumulate(map(len, texts))
     start = len(head) + _OFFSET.size * len(texts)
     return head + struct.pack(f"<{len(texts)}I", *(start + end for end in ends)) + b"".join(texts)
@@ -425,6 +423,7 @@ class AggregateCollector:
             (EXPERIMENT_FAMILIES, per_experiment, 0, self.multiline[1], self.shorthands[1]),
         ):
             labels: list[list[bytes]] = []  # each chunk's, read in the first family's step
+            used = [(t, long) for t, long in SHORTHANDS if t in shorthands]
             for i, (name, doc) in enumerate(families):
                 yield f"# HELP {name} {doc}\n# TYPE {name} gauge\n".encode()
                 at = head + _OFFSET.size * i  # family i begins where the one before ends
@@ -432,7 +431,6 @@ class AggregateCollector:
                     chunk = rows[first : first + CHUNK_ROWS]
                     if c == len(labels):
                         labels.append(row_labels(chunk, head, len(families)))
-                    used = [(t, long) for t, long in SHORTHANDS if t in shorthands]
                     text = family_text(name, at, chunk, labels[c], i in multiline, shorthands=used)
                     if text:
                         yield text

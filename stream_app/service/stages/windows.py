@@ -186,10 +186,15 @@ class WindowsStage(HopStage[TierState]):
             # checks of the timer: what `replay --retire` does.
             await self._retire(now_us)
         parts = key_parts(runs, self.partition_key_of, self.settings.batch_max_keys)
+        whole = len(parts) == 1  # the usual batch: its runs as they are, not copied
         for number, indices in enumerate(parts):
             if number:  # the part before: its outputs acknowledged, then its states written
                 await self.confirm()
-            await self._fold_part([runs[i] for i in indices], [sources[i] for i in indices], now_us)
+            await self._fold_part(
+                runs if whole else [runs[i] for i in indices],
+                sources if whole else [sources[i] for i in indices],
+                now_us,
+            )
         self.exporter.experiments.set(len(self.idle.last))
         return events
 
