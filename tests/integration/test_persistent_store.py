@@ -112,6 +112,25 @@ def test_a_kill_around_the_local_write_loses_and_doubles_nothing(
     restart_and_converge(broker, workers, tmp_path, first)
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_kill_between_two_parts_of_a_batch_loses_and_doubles_nothing(
+    broker: Broker, workers: list[Worker], tmp_path: Path, when: str
+) -> None:
+    """Windows batches in parts of one experiment each (`batch_max_keys` 7, the first runs' six
+    experiments of seven tiers), each part written before the next: killed around its third
+    local write, the input not committed. A batch read again holds its written parts' runs as
+    repeats and folds the others; the outputs equal `replay`'s."""
+    first = run_then_kill(
+        broker,
+        workers,
+        tmp_path,
+        FAULT_KILL_AT_WRITE="3",
+        FAULT_KILL_WHEN=when,
+        EVALSTREAM_BATCH_MAX_KEYS="7",
+    )
+    restart_and_converge(broker, workers, tmp_path, first)
+
+
 def delete(store: Path) -> None:
     shutil.rmtree(store)
 
