@@ -7,6 +7,7 @@ order, as `replay` reads them. The state is a value: `observe_run` returns a new
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,9 @@ class Reference:
         )
 
 
+_NO_RUNS: Final = Reference()
+
+
 def _bernstein(z: float, reference: Reference) -> float:
     return 7 * z * z / (6 * (reference.runs - 1))
 
@@ -135,7 +139,13 @@ def falls(reference: float, smallest: float) -> tuple[float, float, float]:
 def odds_ratios(design: DropDesign) -> tuple[float, ...]:
     """The falls as odds ratios: what each fall of the design is at a pass rate of 1/2 (0.43,
     0.14 and 0.07 for a smallest fall of 0.2)."""
-    return tuple((0.5 - d) / (0.5 + d) for d in falls(0.5, design.smallest_fall))
+    return _odds_ratios(design.smallest_fall)
+
+
+@functools.lru_cache(maxsize=16)
+def _odds_ratios(smallest_fall: float) -> tuple[float, ...]:
+    """`odds_ratios`, once a design: every accepted run needs them."""
+    return tuple((0.5 - d) / (0.5 + d) for d in falls(0.5, smallest_fall))
 
 
 def pass_bets(reference: float, design: DropDesign) -> tuple[float, ...]:
@@ -145,7 +155,7 @@ def pass_bets(reference: float, design: DropDesign) -> tuple[float, ...]:
     passes costs little, where a fall of fixed points from it would cost each pass dearly."""
     if not _MIN_REFERENCE <= reference <= 1 - _MIN_REFERENCE:
         return ()
-    return tuple((1 - r) / (1 - reference * (1 - r)) for r in odds_ratios(design))
+    return tuple([(1 - r) / (1 - reference * (1 - r)) for r in odds_ratios(design)])
 
 
 def score_bets(reference: float, variance: float, design: DropDesign) -> tuple[float, ...]:
@@ -225,7 +235,7 @@ class DropState:
     ) -> tuple[tuple[float, tuple[float, ...]], ...]:
         """(reference, lam of each fall) of each detector, from `stratum`'s reference now (at
         `z` standard errors, by default the design's)."""
-        ref = self.strata.get(stratum, Reference())
+        ref = self.strata.get(stratum, _NO_RUNS)
         z = design.reference_z if z is None else z
         pass_ref, score_ref = ref.pass_rate(z), ref.score(z)
         return (
@@ -261,7 +271,7 @@ class DropState:
         ref = self.strata.get(stratum)
         if ref is None and not self.room_for(stratum):
             return self
-        ref = ref or Reference()
+        ref = ref or _NO_RUNS
         if ref.runs >= design.reference_runs:
             return self
         strata = dict(self.strata)
@@ -312,7 +322,7 @@ class DropState:
     ) -> tuple[float, ...]:
         """Each detector's recovery statistic after one more run (at the threshold when its
         reference cannot fall: nothing to recover)."""
-        ref, z = self.strata.get(stratum, Reference()), design.reference_z
+        ref, z = self.strata.get(stratum, _NO_RUNS), design.reference_z
         bets = (
             recovery_bet(ref.pass_rate(z), None, design),
             recovery_bet(ref.score(z), ref.variance(), design),

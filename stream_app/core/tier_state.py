@@ -45,6 +45,7 @@ STATE_VERSION: Final = 2
 """The only version read: no release wrote another, nor version 2's earlier records (one drop
 reference, window rows of 8 to 10 fields, no suite feed): docs/architecture.md, 'Stored
 formats'."""
+_LEARNS: Final = WindowEntry._fields.index("learns")
 MAX_ROW_BYTES: Final = 2700
 """The most one run takes in a stored window or an aggregate: a 200-character run id and
 subtest written as JSON (six bytes a character at worst, for control characters), its numbers."""
@@ -121,7 +122,9 @@ class TierState:
         `with_aggregate=False` and aggregates once per key at its end: grade changes only need the
         median composite, computed here for every run. Atomic: when it raises, the state is as
         it was before the call."""
-        entry = entry._replace(learns=self.drop.learns(entry.stratum, config.drop_design))
+        learns = self.drop.learns(entry.stratum, config.drop_design)
+        if learns is not entry.learns:  # `_replace`, without its per-field calls
+            entry = WindowEntry._make((*entry[:_LEARNS], learns, *entry[_LEARNS + 1 :]))
         outcome, evicted = self.window.insert(entry)
         if outcome is not AddOutcome.ADDED:
             return Step(outcome)

@@ -10,6 +10,8 @@ import random
 import statistics
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from schemas.suite_feed import LOG_UNIT
 from stream_app.core.config import CoreConfig
@@ -84,6 +86,24 @@ def test_floored_evidence_is_never_above_the_e_value() -> None:
         ):
             assert units / LOG_UNIT <= math.log(e) < (units + 1) / LOG_UNIT
         history = history.add(passed, score)
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.floats(0.0, 1.0)), max_size=12),
+    st.booleans(),
+    st.floats(0.0, 1.0),
+)
+def test_a_step_is_the_bet_and_the_add_of_one_run(
+    history_runs: list[tuple[bool, float]], passed: bool, score: float
+) -> None:
+    """The hot path's `step` (the run's tilts made once) equals `add` and `bet` made apart."""
+    history = SubtestHistory()
+    for before in history_runs:
+        history = history.add(*before)
+    assert history.step(passed, score, RATIOS) == (
+        history.add(passed, score),
+        history.bet(passed, score, RATIOS),
+    )
 
 
 def test_a_subtests_first_run_and_a_subtest_that_never_changes_prove_nothing() -> None:

@@ -58,28 +58,48 @@ class SubtestHistory:
     def factors(self, passed: bool, score: float, ratios: Sequence[float]) -> list[float]:
         """The e-values of one more run, counted with these runs: per odds ratio R, R^y / (1 -
         q (1 - R)); per tilt, v / mean(v)."""
+        return self._factors(passed, _tilts(score), ratios)
+
+    def _factors(
+        self, passed: bool, tilts: tuple[int, ...], ratios: Sequence[float]
+    ) -> list[float]:
         n = self.runs + 1
         q = (self.passes + passed) / n
         out = [(r if passed else 1.0) / (1 - q * (1 - r)) for r in ratios]
-        for lam, total in zip(SCORE_TILTS, self.tilts, strict=True):
-            v = tilted(score, lam)
-            out.append(v * n / (total + v))
+        out += [v * n / (total + v) for v, total in zip(tilts, self.tilts, strict=True)]
         return out
 
     def bet(self, passed: bool, score: float, ratios: Sequence[float]) -> Evidence:
         """The log e-values of one more run, floored in LOG_UNIT: rounding down keeps each
         e-value's mean at most 1."""
-        return tuple(
-            math.floor(math.log(e) * LOG_UNIT) for e in self.factors(passed, score, ratios)
-        )
+        return _logs(self.factors(passed, score, ratios))
 
     def add(self, passed: bool, score: float) -> SubtestHistory:
         """With one more run."""
+        return self._added(passed, _tilts(score))
+
+    def _added(self, passed: bool, tilts: tuple[int, ...]) -> SubtestHistory:
         return SubtestHistory(
             self.runs + 1,
             self.passes + passed,
-            tuple(t + tilted(score, lam) for lam, t in zip(SCORE_TILTS, self.tilts, strict=True)),
+            tuple([t + v for t, v in zip(self.tilts, tilts, strict=True)]),
         )
+
+    def step(
+        self, passed: bool, score: float, ratios: Sequence[float]
+    ) -> tuple[SubtestHistory, Evidence]:
+        """`add` and `bet` of one run at once: its tilts computed once (the hot path)."""
+        tilts = _tilts(score)
+        return self._added(passed, tilts), _logs(self._factors(passed, tilts, ratios))
+
+
+def _tilts(score: float) -> tuple[int, ...]:
+    """A score's v of each tilt."""
+    return tuple([tilted(score, lam) for lam in SCORE_TILTS])
+
+
+def _logs(factors: list[float]) -> Evidence:
+    return tuple([math.floor(math.log(e) * LOG_UNIT) for e in factors])
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +123,8 @@ class TierFeed:
         history = self.subtests.get(stratum)
         if history is None and not self._room_for(stratum):
             return TierFeed(self.subtests, epoch, suites), (0,) * SIZE
-        history = history or SubtestHistory()
-        evidence = history.bet(passed, score, ratios)
         subtests = dict(self.subtests)
-        subtests[stratum] = history.add(passed, score)
+        subtests[stratum], evidence = (history or _NO_HISTORY).step(passed, score, ratios)
         return TierFeed(subtests, epoch, suites), evidence
 
     def _room_for(self, stratum: str) -> bool:
@@ -157,6 +175,9 @@ class TierFeed:
         if sum(name_bytes(n) for n in subtests) > MAX_FEED_NAME_BYTES:  # ints
             raise ValueError("suite feed has subtest names over their budget")
         return cls(subtests, epoch, tuple(suites))
+
+
+_NO_HISTORY: Final = SubtestHistory()
 
 
 def incarnation(run_id: str, at_us: int) -> int:
