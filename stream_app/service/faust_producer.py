@@ -4,7 +4,8 @@ creates in the metadata it asks for, given to Faust through its extension points
 metadata and tracks a topic only when a first send found none; a topic known untracked (from
 Faust's fetch of every topic) lost its leader once a new topic narrowed the metadata, and a
 record waiting for it was never sent: the worker stopped processing. docs/brokers.md, 'Which
-broker needs which workaround'."""
+broker needs which workaround'. Its buffer counts what waits without reading a setting: Faust
+asks for that count before it delivers every message."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, cast
 
 import aiokafka
 from faust.transport.drivers import aiokafka as driver
+from faust.transport.producer import ProducerBuffer
 from typing_extensions import override
 
 
@@ -35,9 +37,27 @@ class TrackingProducer(aiokafka.AIOKafkaProducer):  # type: ignore[misc]  # aiok
         return await super().send(topic, *args, **kwargs)
 
 
+class CountingBuffer(ProducerBuffer):
+    """Faust's buffer of messages waiting to be produced, for a producer that is not threaded.
+    Its `size` is asked before every message is delivered to a stream (`wait_until_ebb`), and
+    Faust's reads the `producer_threaded` setting each time: a microsecond a message."""
+
+    @override
+    @property
+    def size(self) -> int:
+        return self.pending.qsize()
+
+
 class Producer(driver.Producer):
     """Faust's aiokafka producer, with `TrackingProducer` under it; the topics Faust creates
     (the tables' changelogs) are tracked once they exist."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.app.conf.producer_threaded:  # before it starts: nothing is in it yet
+            buffer = CountingBuffer(loop=self.loop, beacon=self.beacon)
+            buffer.app = self.app
+            self.buffer = buffer
 
     @override
     @property

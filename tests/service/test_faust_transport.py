@@ -14,7 +14,7 @@ from faust.transport.drivers import aiokafka as driver
 
 from stream_app.service.app import create_app
 from stream_app.service.faust_app import EvalstreamApp, WebFirstBoot
-from stream_app.service.faust_producer import Producer, TrackingProducer
+from stream_app.service.faust_producer import CountingBuffer, Producer, TrackingProducer
 from stream_app.service.faust_transport import Consumer, ConsumerThread, Transport
 from stream_app.service.kafka_client import resolve_broker
 from stream_app.service.settings import Settings, load_settings
@@ -104,6 +104,22 @@ def worker_consumer(app: faust.App) -> Any:
     """The aiokafka consumer the app's consumer thread would start with (not started)."""
     thread = app.consumer._thread  # type: ignore[attr-defined]
     return thread._create_worker_consumer(app.transport)
+
+
+async def test_the_producer_buffer_counts_what_waits_as_fausts_does() -> None:
+    """Faust asks the buffer's size before delivering every message: ours counts the same
+    messages without reading a setting each time; a threaded producer keeps Faust's buffer."""
+    app = create_app(settings(app_id="counting"))
+    buffer = app.producer.buffer
+    assert isinstance(buffer, CountingBuffer)
+    assert buffer.app is app
+    assert buffer.size == 0
+    for n in (1, 2):
+        buffer.pending.put_nowait(cast(Any, object()))
+        assert buffer.size == n == super(CountingBuffer, buffer).size
+    threaded = faust.App("threaded", broker="kafka://127.0.0.1:1", producer_threaded=True)
+    faust_own = Producer(Transport(["kafka://127.0.0.1:1"], threaded, loop=None))
+    assert not isinstance(faust_own.buffer, CountingBuffer)
 
 
 @pytest.mark.parametrize(
