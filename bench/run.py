@@ -13,7 +13,8 @@ Consumers, each reading the same topic from the start in every round:
 - `naive_faust`: validate, append to the tier's list in a Faust table, recompute statistics;
 - `evalstream`: the worker, full pipeline (validation, metrics, windows with changelogs,
   aggregates, cross-tier, gauges), its progress read from committed offsets and its span from
-  its output records' timestamps (no `/metrics` polling while it is measured).
+  its records' timestamps, less the suite hop's last wait for its interval (`worker_span`; no
+  `/metrics` polling while it is measured).
 Then, with the worker: latency from produce to aggregate at a steady 1,000 events/s, `/metrics`
 with 5,000 experiments x 7 tiers (render time, `/healthz` during a scrape), and RSS after the
 rounds and after --soak-events. Last, recovery: a worker holding 10k, 35k and 100k tiers
@@ -49,7 +50,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -400,31 +401,57 @@ def evalstream_round(broker: Broker, count: int, workdir: Path, name: str) -> Wo
     return worker
 
 
-async def topic_span(bootstrap: str, first_topic: str, *last_topics: str) -> float:
-    """Seconds from the first record of `first_topic` to the last record of any of
-    `last_topics`, by the records' own timestamps (set when they were produced)."""
-
-    async def edges(topic: str) -> tuple[int, int]:
-        async with groupless_consumer({"bootstrap_servers": bootstrap}) as consumer:
-            tps = await partitions_of(bootstrap, topic)
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            low, high = 2**63, 0
+async def record_times(bootstrap: str, topic: str) -> list[int]:
+    """The timestamps (ms, set when each record was produced) of every record of `topic`,
+    in order."""
+    async with groupless_consumer({"bootstrap_servers": bootstrap}) as consumer:
+        tps = await partitions_of(bootstrap, topic)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        times: list[int] = []
+        idle = 0
+        while idle < 3:
+            batch = await consumer.getmany(timeout_ms=500, max_records=50000)
+            if not batch:
+                idle += 1
+                continue
             idle = 0
-            while idle < 3:
-                batch = await consumer.getmany(timeout_ms=500, max_records=50000)
-                if not batch:
-                    idle += 1
-                    continue
-                idle = 0
-                for records in batch.values():
-                    low = min(low, records[0].timestamp)
-                    high = max(high, records[-1].timestamp)
-            return low, high
+            for records in batch.values():
+                times += [record.timestamp for record in records]
+    return sorted(times)
 
-    first, _ = await edges(first_topic)
-    last = max([(await edges(topic))[1] for topic in last_topics])
-    return (last - first) / 1000
+
+async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float:
+    """Seconds from the first record of `first_topic` to the last of `last_topic`."""
+    first = (await record_times(bootstrap, first_topic))[0]
+    return ((await record_times(bootstrap, last_topic))[-1] - first) / 1000
+
+
+def suite_wait(feed_last: int, tier_times: Sequence[int]) -> int:
+    """How long (ms) the suite hop waited for its interval after the last run it was sent: from
+    that run to the first suite tier after it. That first tier is its last batch's first
+    report, made after the fold of the batch's items (tens of ms, counted as waiting), or one
+    of a batch still running when the run came (then the wait is no more than 0)."""
+    later = [t for t in tier_times if t >= feed_last]
+    return later[0] - feed_last if later else 0
+
+
+async def worker_span(bootstrap: str, topics: Any) -> dict[str, float]:
+    """The worker's span: seconds from its first re-keyed bundle to its last aggregate or suite
+    tier, less the suite hop's final wait for its interval (`suite_wait`): a batch starts at
+    most every `suite_interval_s`, so without it the span ends at a step of that timer,
+    whenever the work ended."""
+    first = (await record_times(bootstrap, topics.runs_by_tier))[0]
+    aggregates = await record_times(bootstrap, topics.aggregates)
+    feed = await record_times(bootstrap, topics.suite_feed)
+    tiers = await record_times(bootstrap, topics.suite_tiers)
+    wait = suite_wait(feed[-1], tiers) if feed and tiers else 0
+    end = max(aggregates[-1], tiers[-1] - wait if tiers else 0)
+    return {
+        "seconds": (end - first) / 1000,
+        "suite_wait": wait / 1000,
+        "to_last_output": (max(aggregates[-1], *tiers[-1:]) - first) / 1000,
+    }
 
 
 async def latency_run(
@@ -848,6 +875,14 @@ The worker's time per hop in the last round (its `evalstream_processing_seconds`
 time including the wait for the broker's acknowledgements, not the suite hop's for the other
 hops' gaps): {shares}.
 """
+    if results.get("suite_waits"):
+        waits = ", ".join(f"{w:.1f}" for w in results["suite_waits"])
+        with_wait = statistics.median(results["with_suite_wait"])
+        bare = t.get("bare_faust", {}).get("median")
+        versus = f" ({with_wait / bare:.2f} of the bare Faust agent)" if bare else ""
+        extra += f"""The suite hop's last batch waited {waits} s for its interval after the last run it
+was sent, taken out of the worker's span; with it, the worker read {with_wait:,.0f} events/s{versus}.
+"""
     if results.get("batches"):
         means = ", ".join(f"{k} {v:,.0f}" for k, v in results["batches"][-1].items())
         extra += f"""Records per batch in that round, on average (`evalstream_batch_records`): {means}.
@@ -1131,10 +1166,16 @@ def race(
                         last = None
                     last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
                     t = last.settings.topics
-                    span = asyncio.run(
-                        topic_span(bootstrap, t.runs_by_tier, t.aggregates, t.suite_tiers)
+                    figures = {"events": args.events, **asyncio.run(worker_span(bootstrap, t))}
+                    results.setdefault("suite_waits", []).append(figures["suite_wait"])
+                    results.setdefault("with_suite_wait", []).append(
+                        args.events / figures["to_last_output"]
                     )
-                    figures = {"events": args.events, "seconds": span}
+                    log(
+                        f"  the suite hop's last batch waited {figures['suite_wait']:.2f} s for "
+                        f"its interval: {args.events / figures['to_last_output']:,.0f} events/s "
+                        "with it"
+                    )
                     results.setdefault("stages", []).append(stage_seconds(last))
                     results.setdefault("batches", []).append(batch_means(last))
                     if r < args.rounds - 1:  # idle, it would still poll during the others
