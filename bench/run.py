@@ -429,9 +429,10 @@ async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float
 
 def suite_wait(feed_last: int, tier_times: Sequence[int]) -> int:
     """How long (ms) the suite hop waited for its interval after the last run it was sent: from
-    that run to the first suite tier after it. That first tier is its last batch's first
-    report, made after the fold of the batch's items (tens of ms, counted as waiting), or one
-    of a batch still running when the run came (then the wait is no more than 0)."""
+    that run to the first suite tier after it. That tier is the last batch's first report, made
+    after the fold of the batch's items (tens of ms, counted as waiting); when a batch was still
+    running as the run came, it is that batch's next report, and the next batch's wait stays in
+    the span (never more than the wait is taken out)."""
     later = [t for t in tier_times if t >= feed_last]
     return later[0] - feed_last if later else 0
 
@@ -1090,8 +1091,9 @@ def main() -> int:
         print(recovery_table(results.get("recovery", [])))
         print(takeover_line(results.get("takeover")))
         return 0
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    if args.json or not args.throughput_only:  # a partial run keeps the full run's results
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
     if not args.throughput_only:
         write_markdown(results)
     print_table(results)
