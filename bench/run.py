@@ -13,8 +13,7 @@ Consumers, each reading the same topic from the start in every round:
 - `naive_faust`: validate, append to the tier's list in a Faust table, recompute statistics;
 - `evalstream`: the worker, full pipeline (validation, metrics, windows with changelogs,
   aggregates, cross-tier, gauges), its progress read from committed offsets and its span from
-  its records' timestamps, less the suite hop's last wait for its interval (`worker_span`; no
-  `/metrics` polling while it is measured).
+  its output records' timestamps (`worker_span`; no `/metrics` polling while it is measured).
 Then, with the worker: latency from produce to aggregate at a steady 1,000 events/s, `/metrics`
 with 5,000 experiments x 7 tiers (render time, `/healthz` during a scrape), and RSS after the
 rounds and after --soak-events. Last, recovery: a worker holding 10k, 35k and 100k tiers
@@ -83,7 +82,7 @@ from stream_app.service.kafka_client import (  # noqa: E402
     topic_partitions,
 )
 from stream_app.service.partitioning import partition_for  # noqa: E402
-from stream_app.service.settings import Settings, load_settings  # noqa: E402
+from stream_app.service.settings import Settings, TopicNames, load_settings  # noqa: E402
 from stream_app.service.topology import HOPS, STATEFUL, changelog_topic, topic  # noqa: E402
 from stream_app.sources.producer import produce  # noqa: E402
 from stream_app.synthetic import synthetic_events, synthetic_lines  # noqa: E402
@@ -427,31 +426,32 @@ async def topic_span(bootstrap: str, first_topic: str, last_topic: str) -> float
     return ((await record_times(bootstrap, last_topic))[-1] - first) / 1000
 
 
-def suite_wait(feed_last: int, tier_times: Sequence[int]) -> int:
-    """How long (ms) the suite hop waited for its interval after the last run it was sent: from
-    that run to the first suite tier after it. That tier is the last batch's first report, made
-    after the fold of the batch's items (tens of ms, counted as waiting); when a batch was still
-    running as the run came, it is that batch's next report, and the next batch's wait stays in
-    the span (never more than the wait is taken out)."""
+def suite_tail(feed_last: int, tier_times: Sequence[int]) -> int:
+    """How long (ms) after the last run the windows hop sent the suite hop its first report
+    after that run came: the rest of its wait for its interval (`suite_interval_s`) and its last
+    batch's fold, which a record's timestamp cannot tell apart; 0 without one."""
     later = [t for t in tier_times if t >= feed_last]
     return later[0] - feed_last if later else 0
 
 
-async def worker_span(bootstrap: str, topics: Any) -> dict[str, float]:
+async def worker_span(bootstrap: str, topics: TopicNames) -> dict[str, float]:
     """The worker's span: seconds from its first re-keyed bundle to its last aggregate or suite
-    tier, less the suite hop's final wait for its interval (`suite_wait`): a batch starts at
-    most every `suite_interval_s`, so without it the span ends at a step of that timer,
-    whenever the work ended."""
+    tier; and the suite hop's tail (`suite_tail`): its batches start at most every
+    `suite_interval_s`, so the span ends at a step of that timer, not when the other hops'
+    work ended."""
     first = (await record_times(bootstrap, topics.runs_by_tier))[0]
-    aggregates = await record_times(bootstrap, topics.aggregates)
+    last_outputs = [
+        times[-1]
+        for times in [
+            await record_times(bootstrap, t) for t in (topics.aggregates, topics.suite_tiers)
+        ]
+        if times
+    ]
     feed = await record_times(bootstrap, topics.suite_feed)
     tiers = await record_times(bootstrap, topics.suite_tiers)
-    wait = suite_wait(feed[-1], tiers) if feed and tiers else 0
-    end = max(aggregates[-1], tiers[-1] - wait if tiers else 0)
     return {
-        "seconds": (end - first) / 1000,
-        "suite_wait": wait / 1000,
-        "to_last_output": (max(aggregates[-1], *tiers[-1:]) - first) / 1000,
+        "seconds": (max(last_outputs) - first) / 1000,
+        "suite_tail": suite_tail(feed[-1], tiers) / 1000 if feed else 0.0,
     }
 
 
@@ -876,13 +876,10 @@ The worker's time per hop in the last round (its `evalstream_processing_seconds`
 time including the wait for the broker's acknowledgements, not the suite hop's for the other
 hops' gaps): {shares}.
 """
-    if results.get("suite_waits"):
-        waits = ", ".join(f"{w:.1f}" for w in results["suite_waits"])
-        with_wait = statistics.median(results["with_suite_wait"])
-        bare = t.get("bare_faust", {}).get("median")
-        versus = f" ({with_wait / bare:.2f} of the bare Faust agent)" if bare else ""
-        extra += f"""The suite hop's last batch waited {waits} s for its interval after the last run it
-was sent, taken out of the worker's span; with it, the worker read {with_wait:,.0f} events/s{versus}.
+    if results.get("suite_tails"):
+        tails = ", ".join(f"{w:.1f}" for w in results["suite_tails"])
+        extra += f"""In each round the suite hop's last report came {tails} s after the last run it was sent:
+its batches start at most every 5 s (`suite_interval_s`), and the span ends at a step of that timer.
 """
     if results.get("batches"):
         means = ", ".join(f"{k} {v:,.0f}" for k, v in results["batches"][-1].items())
@@ -1169,14 +1166,10 @@ def race(
                     last = evalstream_round(broker, args.events, workdir, f"bench-w{r}")
                     t = last.settings.topics
                     figures = {"events": args.events, **asyncio.run(worker_span(bootstrap, t))}
-                    results.setdefault("suite_waits", []).append(figures["suite_wait"])
-                    results.setdefault("with_suite_wait", []).append(
-                        args.events / figures["to_last_output"]
-                    )
+                    results.setdefault("suite_tails", []).append(figures["suite_tail"])
                     log(
-                        f"  the suite hop's last batch waited {figures['suite_wait']:.2f} s for "
-                        f"its interval: {args.events / figures['to_last_output']:,.0f} events/s "
-                        "with it"
+                        f"  the suite hop's last report came {figures['suite_tail']:.2f} s after "
+                        "the last run it was sent"
                     )
                     results.setdefault("stages", []).append(stage_seconds(last))
                     results.setdefault("batches", []).append(batch_means(last))
